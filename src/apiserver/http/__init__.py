@@ -1,0 +1,1 @@
+"""HTTP layer: the filter chain, routing, Status errors and content negotiation."""

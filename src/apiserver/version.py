@@ -1,0 +1,78 @@
+"""The version this server reports on ``/version`` and ``--version``.
+
+We target Kubernetes 1.35 behaviour (DESIGN.md), so we report ourselves as v1.35.0; clients
+use the reported minor for their version-skew warnings. ``--version=vX.Y.Z`` overrides it, as
+kube-apiserver's ``--version`` flag does (component-base/version/verflag).
+"""
+
+from __future__ import annotations
+
+import platform
+import re
+import sys
+
+import attrs
+
+DEFAULT_GIT_VERSION = "v1.35.0"
+GIT_COMMIT = "0" * 40
+BUILD_DATE = "2026-11-22T00:00:00Z"
+
+_SEMVER = re.compile(r"^v(\d+)\.(\d+)\.(\d+)(?:[-+][0-9A-Za-z.+-]*)?$")
+
+
+@attrs.frozen
+class VersionInfo:
+    """Fields in the order kube-apiserver's ``/version`` prints them (apimachinery version.Info)."""
+
+    major: str
+    minor: str
+    gitVersion: str  # noqa: N815 - the wire name
+    gitCommit: str  # noqa: N815
+    gitTreeState: str  # noqa: N815
+    buildDate: str  # noqa: N815
+    goVersion: str  # noqa: N815
+    compiler: str
+    platform: str
+    emulationMajor: str  # noqa: N815
+    emulationMinor: str  # noqa: N815
+    minCompatibilityMajor: str  # noqa: N815
+    minCompatibilityMinor: str  # noqa: N815
+
+    def as_dict(self) -> dict[str, str]:
+        return attrs.asdict(self)
+
+
+def parse_semver(value: str) -> tuple[int, int, int] | None:
+    """``vX.Y.Z`` (with an optional pre-release or build suffix) as numbers, else None."""
+    match = _SEMVER.match(value)
+    if match is None:
+        return None
+    return int(match.group(1)), int(match.group(2)), int(match.group(3))
+
+
+def _platform() -> str:
+    machine = platform.machine().lower()
+    arch = {"x86_64": "amd64", "aarch64": "arm64"}.get(machine, machine)
+    return f"{sys.platform}/{arch}"
+
+
+def version_info(git_version: str = DEFAULT_GIT_VERSION) -> VersionInfo:
+    """The ``/version`` document for ``git_version`` (default: ours)."""
+    parsed = parse_semver(git_version) or (1, 35, 0)
+    major, minor = str(parsed[0]), str(parsed[1])
+    prev_minor = str(max(parsed[1] - 1, 0))
+    return VersionInfo(
+        major=major,
+        minor=minor,
+        gitVersion=git_version,
+        gitCommit=GIT_COMMIT,
+        gitTreeState="clean",
+        buildDate=BUILD_DATE,
+        goVersion=f"python{platform.python_version()}",
+        compiler="cpython",
+        platform=_platform(),
+        emulationMajor=major,
+        emulationMinor=minor,
+        minCompatibilityMajor=major,
+        minCompatibilityMinor=prev_minor,
+    )
