@@ -1,0 +1,287 @@
+"""Assembles the server from a validated :class:`~apiserver.options.ServerConfig`.
+
+The service tree (DESIGN.md "Shape"): store, then the listener; the post-start hooks run once
+the listener is up; the lifecycle owns the shutdown sequence. Start order is tree order and
+stop order its reverse, one child after another.
+
+Health checks registered, in kube-apiserver's order (spec/health-lifecycle.md §2): ``ping``,
+``log``, the store check (``etcd`` for the etcd backend, ``sqlite`` for the embedded one) on
+all three endpoints, its readiness twin (``etcd-readiness`` / ``sqlite-readiness``) on readyz
+only, ``poststarthook/<name>`` for each real start-up hook, and ``shutdown`` last on readyz.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+from typing import Any
+
+from twisted.internet.defer import Deferred
+from twisted.internet.interfaces import IReactorTime
+from twisted.logger import Logger
+from twisted.python.failure import Failure
+
+from apiserver.healthz import (
+    HealthRegistry,
+    LogCheck,
+    PostStartHooks,
+    ShutdownCheck,
+    StoreCheck,
+    all_paths,
+    ping_check,
+    render_endpoint,
+    render_single,
+)
+from apiserver.http.app import App, RequestInfo, Router, ServingPolicy
+from apiserver.http.info_routes import index_handler, version_handler
+from apiserver.http.response import Response
+from apiserver.http.site import ApiSite
+from apiserver.options import ServerConfig, ineffective_flags
+from apiserver.service.lifecycle import Lifecycle
+from apiserver.service.listener import ListenerService
+from apiserver.service.ordered import OrderedService
+from apiserver.service.store import StoreService
+from apiserver.storage.interface import Store
+from apiserver.tls.context import build_server_context
+from apiserver.tls.selfsigned import ensure_self_signed
+from apiserver.tls.sni import parse_sni_cert_key
+from apiserver.version import version_info
+
+log = Logger()
+
+
+def hsts_value(directives: list[str]) -> str | None:
+    """``max-age=1,includeSubDomains`` becomes ``max-age=1; includeSubDomains``."""
+    return "; ".join(directives) if directives else None
+
+
+def make_store(config: ServerConfig, reactor: Any) -> tuple[Store, str]:
+    """The configured backend and the name of its health check."""
+    if config.store_servers:
+        from apiserver.storage.etcd3 import Etcd3Store
+
+        store: Store = Etcd3Store(
+            list(config.store_servers),
+            reactor,
+            ca_file=config.store_cafile or None,
+            cert_file=config.store_certfile or None,
+            key_file=config.store_keyfile or None,
+            lease_reuse_seconds=config.lease_reuse_duration_seconds,
+            compaction_interval=config.store_compaction_interval,
+            health_key=(config.store_prefix.rstrip("/") + "/health").encode(),
+        )
+        return store, "etcd"
+    from apiserver.storage.sqlite import SqliteStore
+
+    os.makedirs(config.data_dir, exist_ok=True)
+    path = os.path.join(config.data_dir, "store.db")
+    return SqliteStore(path, reactor, compaction_interval=config.store_compaction_interval), "sqlite"
+
+
+class Server:
+    """Every part of a running server, built but not started."""
+
+    def __init__(self, config: ServerConfig, reactor: Any, store: Store | None = None) -> None:
+        self.config = config
+        self.reactor = reactor
+        clock: IReactorTime = reactor
+        self.root = OrderedService()
+
+        if store is None:
+            store, backend = make_store(config, reactor)
+        else:
+            backend = "etcd" if type(store).__name__.startswith("Etcd") else "sqlite"
+        self.store_service = StoreService(store, clock)
+        self.root.add(self.store_service)
+
+        # Health checks.
+        self.health = HealthRegistry(clock, config.livez_grace_period)
+        self.health.add(ping_check())
+        self.log_check = LogCheck(clock)
+        self.health.add(self.log_check)
+        self.store_check = StoreCheck(
+            backend,
+            self.store_service.check(ready=False),
+            config.store_healthcheck_timeout,
+            clock,
+            backend=backend,
+        )
+        self.health.add(self.store_check)
+        self.store_ready_check = StoreCheck(
+            f"{backend}-readiness",
+            self.store_service.check(ready=True),
+            config.store_readycheck_timeout,
+            clock,
+            backend=backend,
+        )
+        self.health.add(self.store_ready_check, healthz=False, livez=False)
+        self.hooks = PostStartHooks(clock, on_fatal=self._hook_failed)
+        self._add_hook("storage-readiness", self._storage_readiness)
+        self.shutdown_check = ShutdownCheck()
+        self.health.add_last_readyz(self.shutdown_check)
+
+        # HTTP.
+        self.router = Router()
+        self._install_routes()
+        policy = ServingPolicy(
+            request_timeout=config.request_timeout,
+            hsts=hsts_value(list(config.strict_transport_security_directives)),
+            cors_origins=[re.compile(p) for p in config.cors_allowed_origins],
+            log_requests=config.v >= 3,
+        )
+        self.lifecycle = Lifecycle(
+            clock,
+            shutdown_delay=config.shutdown_delay_duration,
+            send_retry_after=config.shutdown_send_retry_after,
+            watch_grace=config.shutdown_watch_termination_grace_period,
+            request_timeout=config.request_timeout,
+            stop_listening=self._stop_listening,
+            stop_process=self._stop_process,
+            on_initiated=self.shutdown_check.initiate,
+        )
+        self.app = App(self.router, clock, policy, self.lifecycle)
+        self.site = ApiSite(self.app, log_requests=policy.log_requests)
+        self.listener = ListenerService(
+            self.site,
+            self._context_factory(),
+            config.secure_port,
+            config.bind_address,
+            reuse_port=config.permit_port_sharing,
+            reactor=reactor,
+        )
+        self.root.add(self.listener)
+
+    # --- construction helpers ----------------------------------------------------------
+
+    def _add_hook(self, name: str, hook: Any) -> None:
+        check = self.hooks.add(name, hook)
+        self.health.add(check, boot_sequence=True)
+
+    def _storage_readiness(self) -> Deferred[None]:
+        """Wait for the store, at most ``--storage-initialization-timeout``, then go on."""
+        waited = self.store_service.wait_ready()
+        timeout = self.config.storage_initialization_timeout
+        result: Deferred[None] = Deferred()
+
+        def expired() -> None:
+            if not result.called:
+                log.warn("Deadline exceeded while waiting for storage readiness... ignoring")
+                result.callback(None)
+
+        timer = self.reactor.callLater(timeout, expired)
+
+        def ready(_: object) -> None:
+            if timer.active():
+                timer.cancel()
+            if not result.called:
+                result.callback(None)
+
+        waited.addCallback(ready)
+        return result
+
+    def _hook_failed(self, name: str, failure: Failure) -> None:
+        # kube-apiserver treats a failing post-start hook as fatal (klog.Fatalf).
+        log.failure("post-start hook {name} failed; exiting", failure, name=name)
+        self.reactor.callLater(0, os._exit, 1)
+
+    def _context_factory(self) -> Any:
+        config = self.config
+        cert, key = config.tls_cert_file, config.tls_private_key_file
+        if not cert and not key:
+            host = config.advertise_address or _default_host(config.bind_address)
+            cert, key = ensure_self_signed(
+                config.cert_dir,
+                host,
+                config.bind_address,
+                extra_names=[socket.gethostname()],
+            )
+        sni = [parse_sni_cert_key(value) for value in config.tls_sni_cert_key]
+        return build_server_context(
+            cert_file=cert,
+            key_file=key,
+            sni=sni,
+            min_version=config.tls_min_version or "VersionTLS12",
+            cipher_suites=list(config.tls_cipher_suites),
+            client_ca_files=[f for f in (config.client_ca_file,) if f],
+            http2=not config.disable_http2_serving,
+        )
+
+    def _install_routes(self) -> None:
+        router = self.router
+        for endpoint in ("healthz", "livez", "readyz"):
+            router.add(f"/{endpoint}", self._health_handler(endpoint))
+            router.add_prefix(f"/{endpoint}/", self._single_check_handler(endpoint))
+        version = version_handler(version_info(self.config.version or _default_version()))
+        router.add("/version", version)
+        router.add("/version/", version)
+        router.add("/", index_handler(self._paths))
+
+    def _paths(self) -> list[str]:
+        return [*self.router.paths(), *all_paths(self.health)]
+
+    def _health_handler(self, endpoint: str) -> Any:
+        health = self.health
+
+        def handle(request: Any, info: RequestInfo) -> Deferred[Response]:
+            return render_endpoint(health, endpoint, info.query)
+
+        return handle
+
+    def _single_check_handler(self, endpoint: str) -> Any:
+        health = self.health
+        prefix_len = len(endpoint) + 2
+        from apiserver.http.status import not_found_text
+
+        def handle(request: Any, info: RequestInfo) -> Deferred[Response] | Response:
+            name = info.path[prefix_len:]
+            answer = render_single(health, endpoint, name) if name else None
+            return not_found_text() if answer is None else answer
+
+        return handle
+
+    # --- lifecycle ---------------------------------------------------------------------
+
+    def _stop_listening(self) -> Deferred[Any]:
+        return self.listener.stop_listening()
+
+    def _stop_process(self) -> None:
+        self.store_check.close()
+        self.store_ready_check.close()
+        if self.reactor.running:
+            self.reactor.stop()
+
+    def start(self) -> None:
+        """Called when the reactor runs: signals, ineffective-flag notes, post-start hooks."""
+        for name in ineffective_flags(self.config):
+            log.warn("flag --{name} has no effect yet: it is accepted and validated only", name=name)
+        self.install_signal_handlers()
+        self.hooks.run_all()
+
+    def install_signal_handlers(self) -> None:
+        received = 0
+
+        def handler(signum: int, _frame: object) -> None:
+            # Counted here, not in the reactor thread, so a second signal exits even when
+            # the reactor is stuck.
+            nonlocal received
+            received += 1
+            if received > 1:
+                os._exit(1)
+            self.reactor.callFromThread(self.lifecycle.on_signal, signum)
+
+        signal.signal(signal.SIGTERM, handler)
+        signal.signal(signal.SIGINT, handler)
+
+
+def _default_host(bind_address: str) -> str:
+    if bind_address in ("", "0.0.0.0", "::"):
+        return "127.0.0.1"
+    return bind_address
+
+
+def _default_version() -> str:
+    from apiserver.version import DEFAULT_GIT_VERSION
+
+    return DEFAULT_GIT_VERSION

@@ -1,0 +1,129 @@
+"""The TLS listener on ``--bind-address``:``--secure-port``.
+
+Why our own Port subclass: ``--permit-port-sharing`` needs ``SO_REUSEPORT`` set before
+``bind()``, which ``reactor.listenSSL`` offers no hook for. ``--permit-address-sharing`` is
+``SO_REUSEADDR``; Twisted sets that on every POSIX listening socket already, so it is always
+on here (a superset of the reference, which only sets it on request).
+
+A blank, ``0.0.0.0`` or ``::`` bind address means every interface and both address families,
+as in kube-apiserver: we listen on ``::`` (dual stack) and fall back to ``0.0.0.0`` where the
+host has no IPv6.
+"""
+
+from __future__ import annotations
+
+import socket
+from typing import Any
+
+from twisted.application.service import Service
+from twisted.internet import tcp
+from twisted.internet.defer import Deferred, maybeDeferred, succeed
+from twisted.internet.error import CannotListenError
+from twisted.logger import Logger
+from twisted.protocols.tls import TLSMemoryBIOFactory
+from twisted.web.server import Site
+
+log = Logger()
+
+
+class SharedPort(tcp.Port):
+    """A TCP port that may set ``SO_REUSEPORT``."""
+
+    def __init__(self, *args: Any, reuse_port: bool = False, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._reuse_port = reuse_port
+
+    def createInternetSocket(self) -> socket.socket:  # noqa: N802 - Twisted's name
+        sock = super().createInternetSocket()
+        if self._reuse_port:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        return sock
+
+
+def listen_interfaces(bind_address: str) -> list[str]:
+    """Interfaces to try, in order, for a ``--bind-address`` value."""
+    if bind_address in ("", "0.0.0.0", "::"):
+        return ["::", "0.0.0.0"] if socket.has_ipv6 else ["0.0.0.0"]
+    return [bind_address]
+
+
+class ListenerService(Service):
+    """Listens when started; ``stop_listening`` closes the port but keeps connections."""
+
+    name = "listener"
+
+    def __init__(
+        self,
+        site: Site,
+        context_factory: Any,
+        port: int,
+        bind_address: str,
+        *,
+        reuse_port: bool = False,
+        backlog: int = 1024,
+        reactor: Any = None,
+    ) -> None:
+        if reactor is None:
+            from twisted.internet import reactor as global_reactor
+
+            reactor = global_reactor
+        self.site = site
+        self.context_factory = context_factory
+        self.port_number = port
+        self.bind_address = bind_address
+        self.reuse_port = reuse_port
+        self.backlog = backlog
+        self.reactor = reactor
+        self.port: tcp.Port | None = None
+
+    def privilegedStartService(self) -> None:  # noqa: N802
+        super().privilegedStartService()
+        self._listen()
+
+    def startService(self) -> None:  # noqa: N802
+        super().startService()
+        if self.port is None:
+            self._listen()
+
+    def _listen(self) -> None:
+        factory = TLSMemoryBIOFactory(self.context_factory, False, self.site)
+        last_error: Exception | None = None
+        for interface in listen_interfaces(self.bind_address):
+            port = SharedPort(
+                self.port_number,
+                factory,
+                self.backlog,
+                interface,
+                self.reactor,
+                reuse_port=self.reuse_port,
+            )
+            try:
+                port.startListening()
+            except CannotListenError as error:
+                last_error = error
+                continue
+            self.port = port
+            log.info(
+                "serving securely on {addr}:{port}",
+                addr=interface or "0.0.0.0",
+                port=port.getHost().port,
+            )
+            return
+        assert last_error is not None
+        raise last_error
+
+    def bound_port(self) -> int:
+        """The port actually bound (useful with ``--secure-port`` of a free port)."""
+        assert self.port is not None
+        return int(self.port.getHost().port)
+
+    def stop_listening(self) -> Deferred[Any]:
+        """Close the listening socket; existing connections go on."""
+        port, self.port = self.port, None
+        if port is None:
+            return succeed(None)
+        return maybeDeferred(port.stopListening)
+
+    def stopService(self) -> Deferred[Any]:  # noqa: N802
+        super().stopService()
+        return self.stop_listening()

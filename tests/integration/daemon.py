@@ -1,0 +1,163 @@
+"""Start the real daemon (``twistd apiserver``) on 127.0.0.1 for integration tests.
+
+The working tree (``src/`` and the repository root, where ``twisted/plugins`` lives) goes
+first on PYTHONPATH, so the daemon runs the code under test even if the installed copy is
+older. Every daemon a test starts is stopped by the fixture that started it.
+"""
+
+from __future__ import annotations
+
+import http.client
+import os
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def source_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO / "src"), str(REPO)])
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+class Daemon:
+    """One server process; ``get`` speaks HTTPS/1.1 to it with the generated CA trusted."""
+
+    def __init__(self, workdir: Path, args: Sequence[str] = (), port: int | None = None) -> None:
+        self.workdir = workdir
+        self.port = port or free_port()
+        self.cert_dir = workdir / "certs"
+        self.data_dir = workdir / "data"
+        self.log_path = workdir / "daemon.log"
+        self.args = list(args)
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"https://127.0.0.1:{self.port}"
+
+    def command(self) -> list[str]:
+        return [
+            sys.executable,
+            "-m",
+            "twisted",
+            "--nodaemon",
+            "--pidfile=",
+            "apiserver",
+            f"--secure-port={self.port}",
+            "--bind-address=127.0.0.1",
+            f"--cert-dir={self.cert_dir}",
+            f"--data-dir={self.data_dir}",
+            *self.args,
+        ]
+
+    def start(self, wait: bool = True, timeout: float = 30.0) -> Daemon:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        log = open(self.log_path, "ab")  # noqa: SIM115 - closed with the process
+        self.proc = subprocess.Popen(
+            self.command(),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=source_env(),
+            cwd=self.workdir,
+        )
+        log.close()
+        if wait:
+            self.wait_ready(timeout)
+        return self
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def ssl_context(self) -> ssl.SSLContext:
+        ctx = ssl.create_default_context(cafile=str(self.cert_dir / "apiserver.crt"))
+        ctx.check_hostname = False
+        return ctx
+
+    def get(
+        self, path: str, method: str = "GET", headers: dict[str, str] | None = None,
+        body: bytes | None = None, timeout: float = 10.0,
+    ) -> tuple[int, dict[str, str], bytes]:
+        conn = http.client.HTTPSConnection(
+            "127.0.0.1", self.port, context=self.ssl_context(), timeout=timeout
+        )
+        try:
+            conn.request(method, path, body=body, headers=headers or {})
+            resp = conn.getresponse()
+            return resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read()
+        finally:
+            conn.close()
+
+    def wait_ready(self, timeout: float = 30.0, path: str = "/readyz") -> None:
+        deadline = time.monotonic() + timeout
+        last: object = None
+        while time.monotonic() < deadline:
+            assert self.proc is not None
+            if self.proc.poll() is not None:
+                raise AssertionError(f"daemon exited with {self.proc.returncode}:\n{self.log()}")
+            if (self.cert_dir / "apiserver.crt").exists():
+                try:
+                    status, _, body = self.get(path, timeout=2)
+                    if status == 200:
+                        return
+                    last = (status, body)
+                except (OSError, ssl.SSLError, http.client.HTTPException) as error:
+                    last = error
+            time.sleep(0.1)
+        raise AssertionError(f"daemon not ready after {timeout}s ({last!r}):\n{self.log()}")
+
+    def signal(self, signum: int = signal.SIGTERM) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signum)
+
+    def wait_exit(self, timeout: float = 30.0) -> int:
+        assert self.proc is not None
+        return self.proc.wait(timeout)
+
+    def stop(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(5)
+
+
+def write_kubeconfig(daemon: Daemon, path: Path) -> Path:
+    ca = (daemon.cert_dir / "apiserver.crt").read_text()
+    ca_file = daemon.workdir / "ca.crt"
+    ca_file.write_text(ca)
+    path.write_text(
+        f"""apiVersion: v1
+kind: Config
+clusters:
+- name: test
+  cluster:
+    server: {daemon.url}
+    certificate-authority: {ca_file}
+users:
+- name: test
+  user: {{}}
+contexts:
+- name: test
+  context: {{cluster: test, user: test}}
+current-context: test
+"""
+    )
+    return path
