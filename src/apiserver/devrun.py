@@ -17,6 +17,7 @@ import socket
 import sys
 from pathlib import Path
 
+from apiserver.tls.clientcert import ensure_client_ca, issue_client_cert
 from apiserver.tls.selfsigned import ensure_self_signed
 
 _PEM = re.compile(rb"-----BEGIN CERTIFICATE-----.+?-----END CERTIFICATE-----\n?", re.S)
@@ -28,7 +29,7 @@ def ca_bundle(cert_file: str) -> bytes:
     return blocks[-1] if blocks else b""
 
 
-def kubeconfig(server: str, ca_pem: bytes) -> str:
+def kubeconfig(server: str, ca_pem: bytes, client_cert: str, client_key: str) -> str:
     ca = base64.b64encode(ca_pem).decode()
     return f"""apiVersion: v1
 kind: Config
@@ -38,13 +39,15 @@ clusters:
     server: {server}
     certificate-authority-data: {ca}
 users:
-- name: local
-  user: {{}}
+- name: admin
+  user:
+    client-certificate: {client_cert}
+    client-key: {client_key}
 contexts:
 - name: apiserver
   context:
     cluster: apiserver
-    user: local
+    user: admin
 current-context: apiserver
 """
 
@@ -66,7 +69,11 @@ def main(argv: list[str] | None = None) -> None:
     ca_path.write_bytes(ca_bundle(cert))
     server = f"https://127.0.0.1:{args.port}"
     config_path = var / "kubeconfig"
-    config_path.write_text(kubeconfig(server, ca_path.read_bytes()))
+    client_ca, client_ca_key = ensure_client_ca(str(cert_dir))
+    admin_cert, admin_key = issue_client_cert(
+        client_ca, client_ca_key, str(cert_dir), "admin", ["system:masters"]
+    )
+    config_path.write_text(kubeconfig(server, ca_path.read_bytes(), admin_cert, admin_key))
 
     print(
         f"""
@@ -86,6 +93,7 @@ Stop it with Ctrl-C (graceful shutdown).
         "--bind-address=127.0.0.1",
         f"--cert-dir={cert_dir}",
         f"--data-dir={data_dir}",
+        f"--client-ca-file={client_ca}",
         *args.extra,
     ]
     os.execv(exe, [exe, *flags])

@@ -13,7 +13,7 @@ from apiserver.options import ApiserverOptions
 Options = ApiserverOptions
 
 
-def makeService(options: ApiserverOptions) -> IService:  # noqa: N802 - twistd's name
+def makeService(options: ApiserverOptions) -> IService:
     from twisted.internet import reactor
 
     from apiserver.logs import configure_logging

@@ -26,17 +26,17 @@ class VersionInfo:
 
     major: str
     minor: str
-    gitVersion: str  # noqa: N815 - the wire name
-    gitCommit: str  # noqa: N815
-    gitTreeState: str  # noqa: N815
-    buildDate: str  # noqa: N815
-    goVersion: str  # noqa: N815
+    gitVersion: str
+    gitCommit: str
+    gitTreeState: str
+    buildDate: str
+    goVersion: str
     compiler: str
     platform: str
-    emulationMajor: str  # noqa: N815
-    emulationMinor: str  # noqa: N815
-    minCompatibilityMajor: str  # noqa: N815
-    minCompatibilityMinor: str  # noqa: N815
+    emulationMajor: str
+    emulationMinor: str
+    minCompatibilityMajor: str
+    minCompatibilityMinor: str
 
     def as_dict(self) -> dict[str, str]:
         return attrs.asdict(self)

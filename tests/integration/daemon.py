@@ -18,7 +18,10 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from apiserver.tls.clientcert import ensure_client_ca, issue_client_cert
+
 REPO = Path(__file__).resolve().parents[2]
+TWISTD = str(Path(sys.executable).parent / "twistd")
 
 
 def free_port() -> int:
@@ -37,10 +40,16 @@ def source_env() -> dict[str, str]:
 class Daemon:
     """One server process; ``get`` speaks HTTPS/1.1 to it with the generated CA trusted."""
 
-    def __init__(self, workdir: Path, args: Sequence[str] = (), port: int | None = None) -> None:
+    def __init__(
+        self,
+        workdir: Path,
+        args: Sequence[str] = (),
+        port: int | None = None,
+        cert_dir: Path | None = None,
+    ) -> None:
         self.workdir = workdir
         self.port = port or free_port()
-        self.cert_dir = workdir / "certs"
+        self.cert_dir = cert_dir or workdir / "certs"
         self.data_dir = workdir / "data"
         self.log_path = workdir / "daemon.log"
         self.args = list(args)
@@ -52,9 +61,7 @@ class Daemon:
 
     def command(self) -> list[str]:
         return [
-            sys.executable,
-            "-m",
-            "twisted",
+            TWISTD,
             "--nodaemon",
             "--pidfile=",
             "apiserver",
@@ -67,7 +74,7 @@ class Daemon:
 
     def start(self, wait: bool = True, timeout: float = 30.0) -> Daemon:
         self.workdir.mkdir(parents=True, exist_ok=True)
-        log = open(self.log_path, "ab")  # noqa: SIM115 - closed with the process
+        log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
             self.command(),
             stdout=log,
@@ -89,8 +96,12 @@ class Daemon:
         return ctx
 
     def get(
-        self, path: str, method: str = "GET", headers: dict[str, str] | None = None,
-        body: bytes | None = None, timeout: float = 10.0,
+        self,
+        path: str,
+        method: str = "GET",
+        headers: dict[str, str] | None = None,
+        body: bytes | None = None,
+        timeout: float = 10.0,
     ) -> tuple[int, dict[str, str], bytes]:
         conn = http.client.HTTPSConnection(
             "127.0.0.1", self.port, context=self.ssl_context(), timeout=timeout
@@ -139,10 +150,19 @@ class Daemon:
             self.proc.wait(5)
 
 
-def write_kubeconfig(daemon: Daemon, path: Path) -> Path:
+def write_kubeconfig(
+    daemon: Daemon, path: Path, user: str = "admin", groups: Sequence[str] = ("system:masters",)
+) -> Path:
+    """A kubeconfig trusting the daemon's CA, with a client certificate for ``user``.
+
+    The certificate is signed by ``<workdir>/client-ca.crt``; start the daemon with
+    ``--client-ca-file`` pointing there (see :func:`client_ca_args`) for it to authenticate.
+    """
     ca = (daemon.cert_dir / "apiserver.crt").read_text()
     ca_file = daemon.workdir / "ca.crt"
     ca_file.write_text(ca)
+    ca_cert, ca_key = ensure_client_ca(str(daemon.workdir))
+    cert, key = issue_client_cert(ca_cert, ca_key, str(daemon.workdir), user, groups)
     path.write_text(
         f"""apiVersion: v1
 kind: Config
@@ -153,7 +173,9 @@ clusters:
     certificate-authority: {ca_file}
 users:
 - name: test
-  user: {{}}
+  user:
+    client-certificate: {cert}
+    client-key: {key}
 contexts:
 - name: test
   context: {{cluster: test, user: test}}

@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from tests.integration.daemon import REPO, Daemon, source_env
+from tests.integration.daemon import REPO, TWISTD, Daemon, source_env
 
 
 def wait_for(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
@@ -69,10 +69,20 @@ def test_second_signal_exits_at_once(start_daemon: Callable[..., Daemon]) -> Non
 def test_bad_flag_values_stop_startup(tmp_path: Path) -> None:
     out = subprocess.run(
         [
-            sys.executable, "-m", "twisted", "--nodaemon", "--pidfile=", "apiserver",
-            "--secure-port=0", "--goaway-chance=0.5", "--shutdown-delay-duration=abc",
+            TWISTD,
+            "--nodaemon",
+            "--pidfile=",
+            "apiserver",
+            "--secure-port=0",
+            "--goaway-chance=0.5",
+            "--shutdown-delay-duration=abc",
         ],
-        capture_output=True, text=True, timeout=60, env=source_env(), cwd=tmp_path, check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=source_env(),
+        cwd=tmp_path,
+        check=False,
     )
     assert out.returncode != 0
     text = out.stdout + out.stderr
@@ -89,14 +99,24 @@ def test_twistd_help_after_readme_install(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     out = subprocess.run(
         [str(twistd), "apiserver", "--help"],
-        capture_output=True, text=True, timeout=60, env=env, cwd=tmp_path, check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        cwd=tmp_path,
+        check=False,
     )
     assert out.returncode == 0, out.stderr
     assert "--secure-port" in out.stdout
     assert "--store-servers" in out.stdout
     console = subprocess.run(
         [str(bindir / "apiserver"), "--help"],
-        capture_output=True, text=True, timeout=60, env=env, cwd=tmp_path, check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        cwd=tmp_path,
+        check=False,
     )
     assert console.returncode == 0, console.stderr
     assert "--secure-port" in console.stdout

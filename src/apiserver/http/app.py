@@ -17,7 +17,7 @@ import re
 import uuid
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
-from urllib.parse import unquote
+from urllib.parse import unquote, unquote_to_bytes
 
 import attrs
 from twisted.internet.defer import Deferred, maybeDeferred
@@ -50,6 +50,28 @@ class RequestInfo:
     api: bool
 
 
+def parse_query(uri: bytes) -> dict[bytes, list[bytes]]:
+    """Query parameters as Go's ``url.ParseQuery`` reads them.
+
+    Unlike twisted.web's ``request.args``, a key without ``=`` counts (``?verbose`` has the
+    value ``""``), and a pair containing ``;`` is dropped, as Go 1.17+ does.
+    """
+    _, sep, qs = uri.partition(b"?")
+    result: dict[bytes, list[bytes]] = {}
+    if not sep or not qs:
+        return result
+    for pair in qs.split(b"&"):
+        if not pair or b";" in pair:
+            continue
+        key, _, value = pair.partition(b"=")
+        if b"+" in key or b"%" in key:
+            key = unquote_to_bytes(key.replace(b"+", b" "))
+        if b"+" in value or b"%" in value:
+            value = unquote_to_bytes(value.replace(b"+", b" "))
+        result.setdefault(key, []).append(value)
+    return result
+
+
 def is_api_path(path: str) -> bool:
     """Paths under ``/api`` and ``/apis`` get Status JSON errors, everything else plain text."""
     return path in ("/api", "/apis") or path.startswith(("/api/", "/apis/"))
@@ -64,7 +86,7 @@ def _is_long_running(method: str, path: str, query: dict[bytes, list[bytes]]) ->
     if "/watch/" in path:
         return True
     values = query.get(b"watch")
-    return bool(values) and values[-1].lower() in (b"1", b"true")
+    return values is not None and values[-1].lower() in (b"1", b"true")
 
 
 class Router:
@@ -151,7 +173,7 @@ class App:
         method = request.method.decode("ascii", "replace")
         raw_path = request.path.decode("utf-8", "replace")
         path = unquote(raw_path) if "%" in raw_path else raw_path
-        query = request.args
+        query = parse_query(request.uri)
         info = RequestInfo(method, path, query, _is_long_running(method, path, query), False)
         info.api = is_api_path(path)
 
@@ -239,17 +261,25 @@ class App:
         result.cancel()
 
     def _internal_error(self, request: Any, failure: Failure) -> None:
-        log.failure("request {method} {path} failed", failure,
-                    method=request.method, path=request.path)
+        log.failure(
+            "request {method} {path} failed", failure, method=request.method, path=request.path
+        )
         if request.startedWriting:
             request.finish()
             return
         import orjson
 
-        body = orjson.dumps(
-            status_body(500, "InternalError", "an error on the server has prevented the request "
-                        "from succeeding", {})
-        ) + b"\n"
+        body = (
+            orjson.dumps(
+                status_body(
+                    500,
+                    "InternalError",
+                    "an error on the server has prevented the request from succeeding",
+                    {},
+                )
+            )
+            + b"\n"
+        )
         self.write(request, Response(500, (("Content-Type", "application/json"),), body))
 
     def _cors(self, request: Any, method: str) -> bool:

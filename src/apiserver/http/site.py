@@ -45,11 +45,11 @@ class ApiRequest(server.Request):
     defaultContentType = None
 
     def process(self) -> None:
-        self.site = self.channel.site
+        self.site = self.channel.site  # type: ignore[attr-defined]
         self.responseHeaders.setRawHeaders(b"date", [_dates.now()])
         self.prepath = []
         self.postpath = []
-        app: App = self.site.app
+        app: App = self.site.app  # type: ignore[union-attr]
         try:
             app.handle(self)
         except Exception:

@@ -48,7 +48,12 @@ class Terminable(Protocol):
 def _timeout(clock: IReactorTime, d: Deferred[Any], seconds: float) -> Deferred[Any]:
     """``d``, or a result of None once ``seconds`` pass (without cancelling ``d``)."""
     out: Deferred[Any] = Deferred()
-    timer = clock.callLater(seconds, lambda: out.called or out.callback(None))
+
+    def expire() -> None:
+        if not out.called:
+            out.callback(None)
+
+    timer = clock.callLater(seconds, expire)
 
     def fire(result: object) -> object:
         if timer.active():

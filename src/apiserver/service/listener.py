@@ -33,7 +33,7 @@ class SharedPort(tcp.Port):
         super().__init__(*args, **kwargs)
         self._reuse_port = reuse_port
 
-    def createInternetSocket(self) -> socket.socket:  # noqa: N802 - Twisted's name
+    def createInternetSocket(self) -> socket.socket:
         sock = super().createInternetSocket()
         if self._reuse_port:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
@@ -50,7 +50,7 @@ def listen_interfaces(bind_address: str) -> list[str]:
 class ListenerService(Service):
     """Listens when started; ``stop_listening`` closes the port but keeps connections."""
 
-    name = "listener"
+    name = "listener"  # type: ignore[assignment]
 
     def __init__(
         self,
@@ -76,11 +76,11 @@ class ListenerService(Service):
         self.reactor = reactor
         self.port: tcp.Port | None = None
 
-    def privilegedStartService(self) -> None:  # noqa: N802
+    def privilegedStartService(self) -> None:
         super().privilegedStartService()
         self._listen()
 
-    def startService(self) -> None:  # noqa: N802
+    def startService(self) -> None:
         super().startService()
         if self.port is None:
             self._listen()
@@ -124,6 +124,6 @@ class ListenerService(Service):
             return succeed(None)
         return maybeDeferred(port.stopListening)
 
-    def stopService(self) -> Deferred[Any]:  # noqa: N802
+    def stopService(self) -> Deferred[Any]:
         super().stopService()
         return self.stop_listening()

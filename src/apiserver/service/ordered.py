@@ -40,16 +40,16 @@ class OrderedService(Service):
                 return child
         raise KeyError(name)
 
-    def privilegedStartService(self) -> None:  # noqa: N802 - Twisted's name
+    def privilegedStartService(self) -> None:
         for child in self._children:
             child.privilegedStartService()
 
-    def startService(self) -> None:  # noqa: N802
+    def startService(self) -> None:
         super().startService()
         for child in self._children:
             child.startService()
 
-    def stopService(self) -> Deferred[None]:  # noqa: N802
+    def stopService(self) -> Deferred[None]:
         super().stopService()
         return self._stop_in_reverse()
 

@@ -23,7 +23,7 @@ log = Logger()
 class StoreService(Service):
     """Owns one :class:`Store`; ``ready`` fires once it has started."""
 
-    name = "store"
+    name = "store"  # type: ignore[assignment]
 
     def __init__(self, store: Store, clock: IReactorTime, retry_interval: float = 1.0) -> None:
         self.store = store
@@ -34,7 +34,7 @@ class StoreService(Service):
         self._retry: Any = None
         self._attempt: Deferred[None] | None = None
 
-    def startService(self) -> None:  # noqa: N802
+    def startService(self) -> None:
         super().startService()
         self._try_start()
 
@@ -84,7 +84,7 @@ class StoreService(Service):
 
         return probe
 
-    def stopService(self) -> Deferred[None]:  # noqa: N802
+    def stopService(self) -> Deferred[None]:
         super().stopService()
         if self._retry is not None and self._retry.active():
             self._retry.cancel()

@@ -113,9 +113,12 @@ class AppTests(SynchronousTestCase):
         assert response.code == 504
         body = json.loads(self.successResultOf(response.content()))
         assert body == {
-            "metadata": {}, "status": "Failure",
+            "metadata": {},
+            "status": "Failure",
             "message": "Timeout: request did not complete within the allotted timeout",
-            "reason": "Timeout", "details": {}, "code": 504,
+            "reason": "Timeout",
+            "details": {},
+            "code": 504,
         }
         assert pending[0].called  # the handler's Deferred was cancelled
         self.flushLoggedErrors()
@@ -143,7 +146,7 @@ class AppTests(SynchronousTestCase):
         d = treq.get("https://x/slow")
         assert life.inflight == 1
         life.on_signal()
-        code, headers, body = self.get(treq, "/hello")
+        code, headers, _ = self.get(treq, "/hello")
         assert code == 429
         assert headers.getRawHeaders("retry-after") == ["5"]
         assert self.get(treq, "/livez-not-registered")[0] == 404  # exempt prefix
@@ -152,3 +155,15 @@ class AppTests(SynchronousTestCase):
         assert self.successResultOf(d).code == 200
         assert life.inflight == 0
         assert life.drained
+
+
+def test_parse_query_like_go() -> None:
+    from apiserver.http.app import parse_query
+
+    assert parse_query(b"/livez") == {}
+    assert parse_query(b"/livez?verbose") == {b"verbose": [b""]}
+    assert parse_query(b"/x?exclude=a&exclude=b%2Fc&v=1+2") == {
+        b"exclude": [b"a", b"b/c"],
+        b"v": [b"1 2"],
+    }
+    assert parse_query(b"/x?a=1;b=2&c=3") == {b"c": [b"3"]}

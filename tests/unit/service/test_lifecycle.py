@@ -57,8 +57,13 @@ def test_mode_a_new_requests_get_503_status() -> None:
     assert refused is not None and refused.code == 503
     assert refused.header("Retry-After") == "1"
     assert json.loads(refused.body) == {
-        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-        "message": "apiserver is shutting down", "reason": "ServiceUnavailable", "code": 503,
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": "apiserver is shutting down",
+        "reason": "ServiceUnavailable",
+        "code": 503,
     }
     assert refused.body.endswith(b"}\n")
     # exempt paths and the kube-apiserver user agent still pass

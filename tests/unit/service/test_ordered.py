@@ -13,11 +13,11 @@ class Recorded(Service):
         self.name, self.log = name, log
         self.stopping: Deferred[None] | None = None
 
-    def startService(self) -> None:  # noqa: N802
+    def startService(self) -> None:
         super().startService()
         self.log.append(f"start {self.name}")
 
-    def stopService(self) -> Deferred[None]:  # noqa: N802
+    def stopService(self) -> Deferred[None]:
         super().stopService()
         self.log.append(f"stop {self.name}")
         self.stopping = Deferred()

@@ -1,0 +1,191 @@
+"""The troff man page ``apiserver(8)``, generated from the flag table.
+
+``python -m apiserver.options.manpage > man/apiserver.8`` regenerates the committed page; a test
+fails when the file and the table disagree. The output depends on nothing but the table (no date),
+so regenerating an unchanged table gives an identical file.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from apiserver.options.flagtypes import is_zero
+from apiserver.options.help import DESCRIPTION
+from apiserver.options.table import FLAGS, GROUPS, Flag
+from apiserver.version import DEFAULT_GIT_VERSION
+
+NOT_IMPLEMENTED = (
+    "Accepted and validated; not acted on yet: the server logs at start-up that it has no effect."
+)
+
+
+def escape(text: str) -> str:
+    """Text -> troff: backslashes and hyphens escaped, no line starting with a control dot."""
+    text = text.replace("\\", "\\e").replace("-", "\\-")
+    lines = []
+    for line in text.split("\n"):
+        if line.startswith((".", "'")):
+            line = "\\&" + line
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def _bold(text: str) -> str:
+    return f"\\fB{escape(text)}\\fR"
+
+
+def _italic(text: str) -> str:
+    return f"\\fI{escape(text)}\\fR"
+
+
+_VALUE_WORD = {
+    "bool": "true|false",
+    "int": "int",
+    "level": "level",
+    "float": "float",
+    "string": "string",
+    "ip": "ip",
+    "strings": "strings",
+    "stringarray": "string",
+    "duration": "duration",
+    "cidrs": "cidr[,cidr]",
+    "portrange": "N1-N2",
+    "map": "key=value,...",
+    "configmap": "key[=value],...",
+    "boolmap": "[component:]Name=true|false,...",
+    "metriclabels": "metric,label='value,...'",
+    "quantity": "quantity",
+    "vmodule": "pattern=N,...",
+    "version": "true|raw|vX.Y.Z",
+}
+
+
+def _tag(flag: Flag) -> str:
+    name = _bold(f"--{flag.name}")
+    if flag.short:
+        name = f"{_bold('-' + flag.short)}, {name}"
+    word = _italic(_VALUE_WORD[flag.type])
+    if flag.flag_type.no_opt_default is not None:
+        return f"{name}[={word}]"
+    return f"{name} {word}"
+
+
+def _default(flag: Flag) -> str:
+    if not is_zero(flag.type, flag.default):
+        return flag.flag_type.format(flag.default)
+    if flag.type == "bool":
+        return "false"
+    if flag.type in ("int", "level", "float", "quantity"):
+        return "0"
+    if flag.type == "duration":
+        return "0s"
+    if flag.type == "version":
+        return "false"
+    return "empty"
+
+
+def _flag_entry(flag: Flag) -> list[str]:
+    lines = [".TP", _tag(flag), escape(flag.help)]
+    notes = [f"Default: {escape(_default(flag))}."]
+    if flag.flag_type.repeatable:
+        notes.append("Repeatable: the values of all occurrences are combined.")
+    if flag.aliases:
+        names = ", ".join(_bold("--" + alias) for alias in flag.aliases)
+        notes.append(f"Also accepted as {names}.")
+    if flag.deprecated:
+        notes.append(f"Deprecated: {escape(flag.deprecated)}.")
+    if not flag.implemented:
+        notes.append(escape(NOT_IMPLEMENTED))
+    for note in notes:
+        lines += [".br", note]
+    return lines
+
+
+def render_man() -> str:
+    """The whole page, section 8."""
+    out = [
+        '.\\" Generated from src/apiserver/options/table.py by',
+        '.\\" "python -m apiserver.options.manpage"; do not edit by hand.',
+        f'.TH APISERVER 8 "" "apiserver {DEFAULT_GIT_VERSION}" "System Administration"',
+        ".SH NAME",
+        "apiserver \\- Kubernetes\\-compatible API server for events and health endpoints",
+        ".SH SYNOPSIS",
+        ".B twistd",
+        ".RI [ twistd\\-options ]",
+        ".B apiserver",
+        ".RI [ flags ]",
+        ".br",
+        ".B apiserver",
+        ".RI [ flags ]",
+        ".SH DESCRIPTION",
+        escape(DESCRIPTION),
+        ".PP",
+        escape(
+            "It runs as a twistd plugin or as the apiserver command, which runs the same service. "
+            "Objects are kept in an embedded SQLite store in --data-dir, or in etcd when "
+            "--store-servers is given. HTTPS is served on --bind-address:--secure-port; without "
+            "--tls-cert-file and --tls-private-key-file a self-signed certificate is generated "
+            "in --cert-dir."
+        ),
+        ".PP",
+        escape(
+            "Flags use Go pflag syntax: --flag=value or --flag value; booleans as --flag or "
+            "--flag=true|false (also 1, 0, t, f, TRUE, FALSE); -v=3, -v 3 or --v=3. List flags "
+            "take comma-separated values. Durations use Go syntax (300ms, 1m0s, 2h45m). The "
+            "spellings of kube-apiserver (--etcd-servers, --kubelet-timeout, ...) are accepted "
+            "as aliases. Unknown flags and positional arguments are errors. Every invalid value "
+            "is reported, one per line, before the server exits."
+        ),
+        ".SH OPTIONS",
+    ]
+    for group in GROUPS:
+        flags = sorted((f for f in FLAGS if f.group == group), key=lambda f: f.name)
+        if not flags:
+            continue
+        out.append(f'.SS "{group} flags"')
+        for flag in flags:
+            out += _flag_entry(flag)
+    out += [
+        ".SH FILES",
+        ".TP",
+        _bold("/var/lib/apiserver"),
+        escape("Default --data-dir: the embedded SQLite store."),
+        ".TP",
+        _bold("/var/run/kubernetes"),
+        escape(
+            "Default --cert-dir: apiserver.crt and apiserver.key, the self-signed certificate "
+            "and key generated when no serving certificate is given."
+        ),
+        ".SH SIGNALS",
+        ".TP",
+        _bold("SIGTERM") + ", " + _bold("SIGINT"),
+        escape(
+            "Start a graceful shutdown: /readyz fails at once, requests are served normally for "
+            "--shutdown-delay-duration, then the server stops taking new requests, lets those in "
+            "flight finish (see --shutdown-send-retry-after and "
+            "--shutdown-watch-termination-grace-period) and exits. A second SIGTERM or SIGINT "
+            "exits at once."
+        ),
+        ".SH EXIT STATUS",
+        ".TP",
+        _bold("0"),
+        escape("Clean shutdown, or --help or --version printed."),
+        ".TP",
+        _bold("1"),
+        escape(
+            "Invalid command line (each problem is printed on a line of its own), start-up "
+            "failure, or a second termination signal."
+        ),
+        ".SH SEE ALSO",
+        ".BR twistd (1)",
+        "",
+    ]
+    return "\n".join(out)
+
+
+def main() -> None:
+    sys.stdout.write(render_man())
+
+
+if __name__ == "__main__":
+    main()

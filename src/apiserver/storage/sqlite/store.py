@@ -1,0 +1,1001 @@
+"""The embedded store: a revisioned key-value log in one SQLite file (the default backend).
+
+Design (see ``schema.py`` for the tables):
+
+* Every write appends a row to ``log``; the row id is the store revision, as in kine and etcd.
+  ``current`` maps each live key to its latest row, updated in the same transaction, so reads
+  at the latest revision never aggregate over history.
+* Writes go through one dedicated writer thread with its own connection (the only writer
+  SQLite allows anyway). Requests queue up while a transaction commits; the writer takes all
+  of them into the next transaction (group commit), so one fsync acknowledges many writes.
+  Every request is acknowledged only after its transaction committed (``synchronous=FULL``
+  in WAL mode: the commit is on disk, not only in the page cache).
+* Reads run on a small pool of reader threads, each with its own read-only connection; WAL
+  gives them a consistent snapshot per read transaction without blocking the writer.
+* Watches are fanned out in process: after each commit the writer hands the new events to the
+  reactor thread (``callFromThread`` keeps commit order), which offers them to every watcher
+  whose prefix matches. A watch from a past revision first replays the log (in pages) while
+  buffering live events, then switches to live delivery without gaps or duplicates.
+* TTL: a key written with ``ttl`` gets an absolute expiry on the injected clock; a sweeper on
+  that clock deletes expired keys as ordinary DELETE revisions, so watchers see them.
+* Compaction forgets history below a revision, in bounded steps so writes interleave; the
+  periodic compactor compacts to the revision it saw one interval earlier, as
+  kube-apiserver's compactor does.
+
+Why hand-written rather than a library: the Python SQLite wrappers for Twisted
+(``twisted.enterprise.adbapi``) run every statement as its own thread hop and transaction,
+which neither batches commits nor gives the single-writer ordering the revision log needs.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import queue
+import sqlite3
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+from twisted.internet import defer
+from twisted.internet.defer import Deferred
+from twisted.internet.task import LoopingCall
+from twisted.internet.threads import deferToThreadPool
+from twisted.logger import Logger
+from twisted.python.failure import Failure
+from twisted.python.threadpool import ThreadPool
+
+from apiserver.storage.interface import (
+    CompactedError,
+    ConflictError,
+    FutureRevisionError,
+    KeyExistsError,
+    KeyNotFoundError,
+    KeyValue,
+    RangeResult,
+    StorageError,
+    StorageTimeoutError,
+    UnavailableError,
+    WatchEvent,
+)
+from apiserver.storage.sqlite import schema
+
+__all__ = ["SqliteStore", "prefix_end"]
+
+_log = Logger()
+_T = TypeVar("_T")
+
+#: Most requests one transaction takes (bounds a commit's latency under heavy load).
+MAX_BATCH = 1024
+#: Revisions one compaction step covers (bounds how long one step holds the writer).
+COMPACT_STEP = 10_000
+#: Log rows one watch-replay read returns.
+REPLAY_PAGE = 1000
+#: Expired keys one sweep transaction deletes (more are taken by the next one at once).
+SWEEP_BATCH = 1000
+
+
+def prefix_end(prefix: bytes) -> bytes | None:
+    """etcd's range end for ``prefix``: the smallest key greater than every key with that
+    prefix (last byte incremented, trailing 0xff dropped); None when there is none (the empty
+    prefix, or all 0xff), meaning "to the end of the key space"."""
+    end = bytearray(prefix)
+    while end:
+        if end[-1] < 0xFF:
+            end[-1] += 1
+            return bytes(end)
+        end.pop()
+    return None
+
+
+# --------------------------------------------------------------------------------------------
+# Writer side (runs in the writer thread only)
+# --------------------------------------------------------------------------------------------
+
+_SQL_CURRENT = (
+    "SELECT c.id, c.create_revision, c.lease, l.value FROM current c "
+    "JOIN log l ON l.id = c.id WHERE c.name = ?"
+)
+_SQL_INSERT_LOG = (
+    "INSERT INTO log (id, name, created, deleted, create_revision, prev_revision, lease, value) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+)
+
+
+class _Op:
+    """One request for the writer. Created on the reactor thread; the writer fills in
+    ``result``/``error``; the reactor thread fires ``deferred`` after the commit."""
+
+    __slots__ = ("args", "deferred", "error", "fn", "result")
+
+    def __init__(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
+        self.fn = fn
+        self.args = args
+        self.deferred: Deferred[Any] = Deferred()
+        self.result: Any = None
+        self.error: BaseException | None = None
+
+
+_STOP = object()
+
+
+class _Writer:
+    """State owned by the writer thread: its connection and the revision counters."""
+
+    def __init__(self, conn: sqlite3.Connection, rev: int, compact_rev: int) -> None:
+        self.conn = conn
+        self.cur = conn.cursor()
+        self.rev = rev  # last committed revision
+        self.compact_rev = compact_rev  # committed compacted revision
+        self._next = rev  # last revision taken in the open transaction
+        self._compact = compact_rev  # compacted revision in the open transaction
+        self.events: list[WatchEvent] = []
+
+    # -- transactions --------------------------------------------------------------------
+
+    def run_batch(self, batch: Sequence[_Op]) -> list[WatchEvent]:
+        """Run ``batch`` in one transaction. Precondition failures (typed StorageErrors,
+        raised before an op writes anything) fail only their op; any other error rolls the
+        whole transaction back and propagates."""
+        self.events = []
+        self._next = self.rev
+        self._compact = self.compact_rev
+        cur = self.cur
+        cur.execute("BEGIN IMMEDIATE")
+        try:
+            for op in batch:
+                try:
+                    op.result = op.fn(self, *op.args)
+                except StorageError as e:
+                    op.error = e
+            cur.execute("COMMIT")
+        except BaseException:
+            if self.conn.in_transaction:
+                try:
+                    cur.execute("ROLLBACK")
+                except sqlite3.Error:
+                    pass
+            self.events = []
+            raise
+        self.rev = self._next
+        self.compact_rev = self._compact
+        return self.events
+
+    def _take_rev(self) -> int:
+        self._next += 1
+        return self._next
+
+    def _current(self, key: bytes) -> tuple[int, int, int, bytes] | None:
+        row: tuple[int, int, int, bytes] | None = self.cur.execute(_SQL_CURRENT, (key,)).fetchone()
+        return row
+
+    # -- operations (called as op.fn(writer, *args)) --------------------------------------
+
+    def create(self, key: bytes, value: bytes, ttl: int, expires: float | None) -> KeyValue:
+        cur = self.cur
+        row = cur.execute("SELECT id FROM current WHERE name = ?", (key,)).fetchone()
+        if row is not None:
+            raise KeyExistsError(f"key {key!r} already exists", key=key, revision=row[0])
+        rev = self._take_rev()
+        cur.execute(_SQL_INSERT_LOG, (rev, key, 1, 0, rev, 0, ttl, value))
+        cur.execute(
+            "INSERT INTO current (name, id, create_revision, lease, expires) "
+            "VALUES (?, ?, ?, ?, ?)",
+            (key, rev, rev, ttl, expires),
+        )
+        kv = KeyValue(key, value, rev, rev, ttl)
+        self.events.append(WatchEvent("PUT", kv, None))
+        return kv
+
+    def update(
+        self, key: bytes, value: bytes, expected: int, ttl: int, expires: float | None
+    ) -> KeyValue:
+        cur = self.cur
+        row = self._current(key)
+        if row is None:
+            raise KeyNotFoundError(f"key {key!r} not found", key=key)
+        mod, created, lease, old = row
+        prev = KeyValue(key, old, created, mod, lease)
+        if expected and expected != mod:
+            raise ConflictError(
+                f"key {key!r} is at revision {mod}, not {expected}",
+                key=key,
+                revision=mod,
+                current=prev,
+            )
+        rev = self._take_rev()
+        cur.execute(_SQL_INSERT_LOG, (rev, key, 0, 0, created, mod, ttl, value))
+        cur.execute(
+            "UPDATE current SET id = ?, lease = ?, expires = ? WHERE name = ?",
+            (rev, ttl, expires, key),
+        )
+        kv = KeyValue(key, value, created, rev, ttl)
+        self.events.append(WatchEvent("PUT", kv, prev))
+        return kv
+
+    def delete(self, key: bytes, expected: int) -> KeyValue:
+        cur = self.cur
+        row = self._current(key)
+        if row is None:
+            raise KeyNotFoundError(f"key {key!r} not found", key=key)
+        mod, created, lease, old = row
+        prev = KeyValue(key, old, created, mod, lease)
+        if expected and expected != mod:
+            raise ConflictError(
+                f"key {key!r} is at revision {mod}, not {expected}",
+                key=key,
+                revision=mod,
+                current=prev,
+            )
+        rev = self._take_rev()
+        cur.execute(_SQL_INSERT_LOG, (rev, key, 0, 1, created, mod, 0, None))
+        cur.execute("DELETE FROM current WHERE name = ?", (key,))
+        # etcd's DELETE event carries only the key and the deletion revision.
+        self.events.append(WatchEvent("DELETE", KeyValue(key, b"", 0, rev, 0), prev))
+        return KeyValue(key, old, created, rev, lease)
+
+    def sweep(self, now: float, limit: int) -> bool:
+        """Delete keys whose expiry is at or before ``now``; True if more may be expired."""
+        rows = self.cur.execute(
+            "SELECT name FROM current WHERE expires <= ? ORDER BY expires LIMIT ?",
+            (now, limit),
+        ).fetchall()
+        for (name,) in rows:
+            self.delete(name, 0)
+        return len(rows) >= limit
+
+    def compact(self, target: int, final: int) -> int:
+        """Forget history below ``target``, one step towards ``final``; returns the compacted
+        revision.
+
+        Invariant kept (by induction over steps, starting from compact_rev 0): for every key,
+        the newest row with id <= compact_rev survives unless it is a tombstone, and so does
+        the row every surviving row with id >= compact_rev points at with ``prev_revision``
+        (needed for the prev_kv of a replayed event). So a step from ``oc`` to ``target``
+        deletes exactly: the predecessors of rows with ids in [oc, target), and the
+        tombstones with ids in [oc, target). A row's successor is unique, so a predecessor of
+        a row at or above ``target`` is kept.
+        """
+        if final > self._next:
+            raise FutureRevisionError(
+                f"compaction revision {final} is ahead of the current revision {self._next}",
+                revision=self._next,
+            )
+        oc = self._compact
+        if target <= oc:
+            return oc
+        cur = self.cur
+        cur.execute(
+            "DELETE FROM log WHERE id IN (SELECT prev_revision FROM log "
+            "WHERE id >= ? AND id < ? AND prev_revision > 0)",
+            (oc, target),
+        )
+        cur.execute("DELETE FROM log WHERE id >= ? AND id < ? AND deleted = 1", (oc, target))
+        cur.execute("UPDATE meta SET value = ? WHERE name = 'compact_rev'", (target,))
+        self._compact = target
+        return target
+
+
+# --------------------------------------------------------------------------------------------
+# Reader side (runs in reader threads; each function takes the thread's connection)
+# --------------------------------------------------------------------------------------------
+
+
+def _check_revision(revision: int, rev: int, compact_rev: int) -> None:
+    if revision < compact_rev:
+        raise CompactedError(
+            f"revision {revision} has been compacted (compacted revision {compact_rev})",
+            revision=compact_rev,
+        )
+    if revision > rev:
+        raise FutureRevisionError(
+            f"revision {revision} is ahead of the current revision {rev}", revision=rev
+        )
+
+
+def _read_ping(conn: sqlite3.Connection) -> None:
+    conn.execute("SELECT 1").fetchone()
+
+
+def _read_get_latest(conn: sqlite3.Connection, key: bytes) -> KeyValue:
+    row = conn.execute(
+        "SELECT l.value, c.create_revision, c.id, c.lease FROM current c "
+        "JOIN log l ON l.id = c.id WHERE c.name = ?",
+        (key,),
+    ).fetchone()
+    if row is None:
+        raise KeyNotFoundError(f"key {key!r} not found", key=key)
+    return KeyValue(key, row[0], row[1], row[2], row[3])
+
+
+def _read_get_at(conn: sqlite3.Connection, key: bytes, revision: int) -> KeyValue:
+    conn.execute("BEGIN")
+    try:
+        rev, compact_rev = schema.read_revisions(conn)
+        _check_revision(revision, rev, compact_rev)
+        row = conn.execute(
+            "SELECT deleted, value, create_revision, id, lease FROM log "
+            "WHERE name = ? AND id <= ? ORDER BY id DESC LIMIT 1",
+            (key, revision),
+        ).fetchone()
+    finally:
+        conn.execute("COMMIT")
+    if row is None or row[0]:
+        raise KeyNotFoundError(f"key {key!r} not found at revision {revision}", key=key)
+    return KeyValue(key, row[1], row[2], row[3], row[4])
+
+
+def _name_bounds(column: str, hi: bytes | None) -> str:
+    return f"{column} >= ? AND {column} < ?" if hi is not None else f"{column} >= ?"
+
+
+def _read_range(
+    conn: sqlite3.Connection,
+    lo: bytes,
+    hi: bytes | None,
+    limit: int,
+    revision: int,
+) -> RangeResult:
+    bounds: tuple[bytes, ...] = (lo, hi) if hi is not None else (lo,)
+    sql_limit = limit if limit > 0 else -1
+    conn.execute("BEGIN")
+    try:
+        rev, compact_rev = schema.read_revisions(conn)
+        if revision:
+            _check_revision(revision, rev, compact_rev)
+        at = revision or rev
+        if at >= rev:
+            rows = conn.execute(
+                "SELECT c.name, l.value, c.create_revision, c.id, c.lease FROM current c "
+                f"JOIN log l ON l.id = c.id WHERE {_name_bounds('c.name', hi)} "
+                "ORDER BY c.name LIMIT ?",
+                (*bounds, sql_limit),
+            ).fetchall()
+            if limit > 0 and len(rows) >= limit:
+                count = conn.execute(
+                    f"SELECT count(*) FROM current WHERE {_name_bounds('name', hi)}", bounds
+                ).fetchone()[0]
+            else:
+                count = len(rows)
+        else:
+            # The newest row at or below `at` of each key, in key order: walks the
+            # (name, id) index from `lo` and stops after `limit` live keys.
+            rows = conn.execute(
+                "SELECT l.name, l.value, l.create_revision, l.id, l.lease FROM log l "
+                f"WHERE {_name_bounds('l.name', hi)} AND l.deleted = 0 AND l.id = "
+                "(SELECT max(m.id) FROM log m WHERE m.name = l.name AND m.id <= ?) "
+                "ORDER BY l.name LIMIT ?",
+                (*bounds, at, sql_limit),
+            ).fetchall()
+            if limit > 0 and len(rows) >= limit:
+                count = _count_at(conn, bounds, hi, at, rev)
+            else:
+                count = len(rows)
+    finally:
+        conn.execute("COMMIT")
+    kvs = tuple(KeyValue(r[0], r[1], r[2], r[3], r[4]) for r in rows)
+    return RangeResult(kvs=kvs, revision=at, more=count > len(kvs), count=count)
+
+
+def _count_at(
+    conn: sqlite3.Connection, bounds: tuple[bytes, ...], hi: bytes | None, at: int, rev: int
+) -> int:
+    """Number of live keys in the range at revision ``at`` (>= the compacted revision).
+
+    Counted as the live keys now, corrected by the keys written after ``at``: a key whose
+    first row after ``at`` is not a create existed at ``at``; one that is a create did not.
+    Every row above the compacted revision survives compaction, so this only reads the
+    history after ``at`` instead of aggregating over all keys in the range.
+    """
+    now = conn.execute(
+        f"SELECT count(*) FROM current WHERE {_name_bounds('name', hi)}", bounds
+    ).fetchone()[0]
+    # Walk whichever is shorter: the revisions after `at` (rowid range) or the keys of the
+    # range (name index); a unary + keeps SQLite off the other index.
+    by_id = rev - at < now
+    id_col, name_col = ("id", "+name") if by_id else ("+id", "name")
+    delta = conn.execute(
+        "SELECT coalesce(sum(CASE WHEN f.created = 0 AND c.name IS NULL THEN 1 "
+        "WHEN f.created = 1 AND c.name IS NOT NULL THEN -1 ELSE 0 END), 0) "
+        f"FROM (SELECT name, min(id) AS first FROM log WHERE {id_col} > ? "
+        f"AND {_name_bounds(name_col, hi)} GROUP BY name) g "
+        "JOIN log f ON f.id = g.first LEFT JOIN current c ON c.name = g.name",
+        (at, *bounds),
+    ).fetchone()[0]
+    return int(now) + int(delta)
+
+
+def _read_count(conn: sqlite3.Connection, lo: bytes, hi: bytes | None) -> int:
+    bounds: tuple[bytes, ...] = (lo, hi) if hi is not None else (lo,)
+    row = conn.execute(
+        f"SELECT count(*) FROM current WHERE {_name_bounds('name', hi)}", bounds
+    ).fetchone()
+    return int(row[0])
+
+
+def _read_replay(
+    conn: sqlite3.Connection,
+    lo: bytes,
+    hi: bytes | None,
+    start: int,
+    upper: int,
+    limit: int,
+) -> tuple[list[WatchEvent], int, int]:
+    """Events with ``start <= revision <= upper`` (``upper`` 0: the current revision) under
+    the prefix. Returns (events, upper used, last revision examined or 0 if done)."""
+    bounds: tuple[bytes, ...] = (lo, hi) if hi is not None else (lo,)
+    conn.execute("BEGIN")
+    try:
+        rev, compact_rev = schema.read_revisions(conn)
+        if start < compact_rev:
+            raise CompactedError(
+                f"watch from revision {start}: compacted (compacted revision {compact_rev})",
+                revision=compact_rev,
+            )
+        if not upper:
+            upper = rev
+        rows = conn.execute(
+            "SELECT l.id, l.name, l.created, l.deleted, l.create_revision, l.lease, l.value, "
+            "l.prev_revision, p.value, p.lease FROM log l "
+            "LEFT JOIN log p ON p.id = l.prev_revision "
+            f"WHERE l.id >= ? AND l.id <= ? AND {_name_bounds('l.name', hi)} "
+            "ORDER BY l.id LIMIT ?",
+            (start, upper, *bounds, limit),
+        ).fetchall()
+    finally:
+        conn.execute("COMMIT")
+    events: list[WatchEvent] = []
+    for rid, name, created, deleted, crev, lease, value, prev_rev, pvalue, please in rows:
+        prev = (
+            None
+            if created or not prev_rev or pvalue is None
+            else KeyValue(name, pvalue, crev, prev_rev, please)
+        )
+        if deleted:
+            events.append(WatchEvent("DELETE", KeyValue(name, b"", 0, rid, 0), prev))
+        else:
+            events.append(WatchEvent("PUT", KeyValue(name, value, crev, rid, lease), prev))
+    last = rows[-1][0] if len(rows) >= limit else 0
+    return events, upper, last
+
+
+# --------------------------------------------------------------------------------------------
+# Watches (reactor thread)
+# --------------------------------------------------------------------------------------------
+
+
+class SqliteWatch:
+    """A running watch on a SqliteStore (implements the ``Watch`` protocol)."""
+
+    def __init__(
+        self,
+        store: SqliteStore,
+        prefix: bytes,
+        next_rev: int,
+        callback: Callable[[WatchEvent], None],
+        replaying: bool,
+    ) -> None:
+        self._store = store
+        self.prefix = prefix
+        self._callback = callback
+        # Deliver only events with revision >= _next_rev (dedupes replay vs live).
+        self._next_rev = next_rev
+        self._buffer: list[WatchEvent] | None = [] if replaying else None
+        self.active = True
+        self.done: Deferred[None] = Deferred(canceller=lambda _: self.cancel())
+
+    def offer(self, event: WatchEvent) -> None:
+        """A live event from a commit."""
+        if self._buffer is not None:
+            self._buffer.append(event)
+        elif event.kv.mod_revision >= self._next_rev:
+            self._deliver(event)
+
+    def _deliver(self, event: WatchEvent) -> None:
+        self._next_rev = event.kv.mod_revision + 1
+        try:
+            self._callback(event)
+        except Exception:
+            _log.failure("watch callback for prefix {prefix!r} raised", prefix=self.prefix)
+
+    def replayed(self, events: Sequence[WatchEvent]) -> None:
+        for event in events:
+            if not self.active:
+                return
+            if event.kv.mod_revision >= self._next_rev:
+                self._deliver(event)
+
+    def go_live(self, upper: int) -> None:
+        """Replay reached ``upper``: deliver what arrived meanwhile, then live events."""
+        self._next_rev = max(self._next_rev, upper + 1)
+        buffered, self._buffer = self._buffer or [], None
+        for event in buffered:
+            if not self.active:
+                return
+            if event.kv.mod_revision >= self._next_rev:
+                self._deliver(event)
+
+    def cancel(self) -> None:
+        """Stop delivery; ``done`` fires with None."""
+        if self.active:
+            self.active = False
+            self._buffer = None
+            self._store._remove_watch(self)
+        if not self.done.called:
+            self.done.callback(None)
+
+    def fail(self, failure: Failure) -> None:
+        if self.active:
+            self.active = False
+            self._buffer = None
+            self._store._remove_watch(self)
+        if not self.done.called:
+            self.done.errback(failure)
+
+
+# --------------------------------------------------------------------------------------------
+# The store
+# --------------------------------------------------------------------------------------------
+
+
+class SqliteStore:
+    """The embedded revisioned store (implements ``apiserver.storage.interface.Store``).
+
+    ``path`` is the database file (its directory must exist; ``<path>-wal``, ``<path>-shm``
+    and ``<path>.lock`` live beside it). ``reactor`` provides threads and callFromThread;
+    ``clock`` (default: ``reactor``) runs the TTL sweeper, the periodic compactor and the
+    health check timeouts. ``compaction_interval`` 0 disables periodic compaction.
+    """
+
+    def __init__(
+        self,
+        path: str,
+        reactor: Any = None,
+        clock: Any = None,  # IReactorTime
+        compaction_interval: float = 300.0,
+        sweep_interval: float = 1.0,
+        readers: int = 2,
+        max_batch: int = MAX_BATCH,
+    ) -> None:
+        if reactor is None:
+            from twisted.internet import reactor as global_reactor
+
+            reactor = global_reactor
+        self._path = path
+        self._reactor: Any = reactor
+        self._clock: Any = clock if clock is not None else reactor
+        self._compaction_interval = compaction_interval
+        self._sweep_interval = sweep_interval
+        self._max_batch = max(1, max_batch)
+        self._state = "new"  # new -> starting -> running -> stopping -> stopped
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._started: Deferred[None] | None = None
+        self._writer_done: Deferred[None] = Deferred()
+        self._stopped: Deferred[None] | None = None
+        self._readers = ThreadPool(minthreads=0, maxthreads=max(1, readers), name="sqlite-reader")
+        self._local = threading.local()
+        self._reader_conns: list[sqlite3.Connection] = []
+        self._reader_conns_lock = threading.Lock()
+        self._rev = 0  # last revision dispatched on the reactor thread
+        self._compact_rev = 0
+        self._watches: dict[bytes, dict[SqliteWatch, None]] = {}
+        self._sweeper: LoopingCall | None = None
+        self._compactor: LoopingCall | None = None
+        self._compactor_seen = 0
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    def start(self) -> Deferred[None]:
+        if self._state != "new":
+            if self._started is not None and self._state in ("starting", "running"):
+                return _chain(self._started)
+            return defer.fail(UnavailableError(f"store is {self._state}; cannot start again"))
+        self._state = "starting"
+        self._started = Deferred()
+        self._thread = threading.Thread(
+            target=self._writer_main, name=f"sqlite-writer:{os.path.basename(self._path)}"
+        )
+        self._thread.daemon = True
+        self._thread.start()
+        return _chain(self._started)
+
+    def _opened(self, rev: int, compact_rev: int) -> None:
+        self._rev = rev
+        self._compact_rev = compact_rev
+        self._readers.start()
+        self._state = "running"
+        if self._sweep_interval > 0:
+            self._sweeper = LoopingCall(self._sweep)
+            self._sweeper.clock = self._clock
+            self._sweeper.start(self._sweep_interval, now=True).addErrback(
+                lambda f: _log.failure("TTL sweeper stopped", f)
+            )
+        if self._compaction_interval > 0:
+            self._compactor_seen = rev
+            self._compactor = LoopingCall(self._periodic_compact)
+            self._compactor.clock = self._clock
+            self._compactor.start(self._compaction_interval, now=False).addErrback(
+                lambda f: _log.failure("periodic compactor stopped", f)
+            )
+        assert self._started is not None
+        self._started.callback(None)
+
+    def _open_failed(self, failure: Failure) -> None:
+        self._state = "stopped"
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        assert self._started is not None
+        self._started.errback(failure)
+
+    def stop(self) -> Deferred[None]:
+        if self._state in ("new", "stopped"):
+            self._state = "stopped"
+            return defer.succeed(None)
+        if self._stopped is not None:
+            return _chain(self._stopped)
+        if self._state == "starting":
+            assert self._started is not None
+            # Let the open finish (or fail), then stop.
+            return _chain(self._started).addBoth(lambda _: self.stop())
+        self._state = "stopping"
+        self._stopped = Deferred()
+        for loop in (self._sweeper, self._compactor):
+            if loop is not None and loop.running:
+                loop.stop()
+        self._sweeper = self._compactor = None
+        for group in list(self._watches.values()):
+            for w in list(group):
+                w.cancel()
+        self._queue.put(_STOP)
+        self._writer_done.addCallback(self._finish_stop)
+        return _chain(self._stopped)
+
+    def _finish_stop(self, _: object) -> None:
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        self._readers.stop()
+        with self._reader_conns_lock:
+            conns, self._reader_conns = self._reader_conns, []
+        for conn in conns:
+            conn.close()
+        self._state = "stopped"
+        assert self._stopped is not None
+        self._stopped.callback(None)
+
+    # -- writer thread ----------------------------------------------------------------------
+
+    def _writer_main(self) -> None:
+        call = self._reactor.callFromThread
+        lock_fd = -1
+        try:
+            lock_fd = _lock(self._path)
+            conn, rev, compact_rev = schema.open_writer(self._path)
+        except BaseException:
+            if lock_fd >= 0:
+                os.close(lock_fd)
+            call(self._open_failed, Failure())
+            return
+        writer = _Writer(conn, rev, compact_rev)
+        call(self._opened, rev, compact_rev)
+        stopping = False
+        try:
+            while not stopping:
+                item = self._queue.get()
+                batch: list[_Op] = []
+                while True:
+                    if item is _STOP:
+                        stopping = True
+                        break
+                    batch.append(item)
+                    if len(batch) >= self._max_batch:
+                        break
+                    try:
+                        item = self._queue.get_nowait()
+                    except queue.Empty:
+                        break
+                if batch:
+                    events = self._run(writer, batch)
+                    call(self._batch_done, batch, events, writer.rev, writer.compact_rev)
+        finally:
+            # Anything still queued (only if the loop died) is answered rather than lost.
+            leftovers: list[_Op] = []
+            while True:
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if item is not _STOP:
+                    item.error = UnavailableError("sqlite writer stopped")
+                    leftovers.append(item)
+            if leftovers:
+                call(self._batch_done, leftovers, [], writer.rev, writer.compact_rev)
+            if not stopping:
+                call(self._writer_died)
+            try:
+                # Fold the WAL back into the database so the file stands alone at rest.
+                conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            except sqlite3.Error:
+                pass
+            conn.close()
+            os.close(lock_fd)
+            call(self._writer_done.callback, None)
+
+    def _writer_died(self) -> None:
+        _log.error("sqlite writer thread ended unexpectedly; the store is unavailable")
+        if self._state == "running":
+            self._state = "failed"
+
+    @staticmethod
+    def _run(writer: _Writer, batch: list[_Op]) -> list[WatchEvent]:
+        try:
+            return writer.run_batch(batch)
+        except Exception as e:
+            if len(batch) == 1:
+                batch[0].error = _as_storage_error(e)
+                return []
+        # One request broke the transaction: retry each alone so the others still succeed.
+        events: list[WatchEvent] = []
+        for op in batch:
+            op.result = op.error = None
+            try:
+                events.extend(writer.run_batch([op]))
+            except Exception as e:
+                op.error = _as_storage_error(e)
+        return events
+
+    def _batch_done(
+        self, batch: list[_Op], events: list[WatchEvent], rev: int, compact_rev: int
+    ) -> None:
+        self._rev = max(self._rev, rev)
+        self._compact_rev = compact_rev
+        if events and self._watches:
+            self._dispatch(events)
+        for op in batch:
+            if op.error is not None:
+                op.deferred.errback(Failure(op.error))
+            else:
+                op.deferred.callback(op.result)
+
+    def _submit(self, fn: Callable[..., _T], *args: Any) -> Deferred[_T]:
+        if self._state != "running":
+            return defer.fail(UnavailableError(f"store is {self._state}"))
+        op = _Op(fn, args)
+        self._queue.put(op)
+        return op.deferred
+
+    # -- reader threads ---------------------------------------------------------------------
+
+    def _reader_conn(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = schema.connect(self._path, readonly=True)
+            self._local.conn = conn
+            with self._reader_conns_lock:
+                self._reader_conns.append(conn)
+        return conn
+
+    def _in_reader(self, fn: Callable[..., _T], args: tuple[Any, ...]) -> _T:
+        conn = self._reader_conn()
+        try:
+            return fn(conn, *args)
+        except sqlite3.Error as e:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise _as_storage_error(e) from e
+
+    def _read(self, fn: Callable[..., _T], *args: Any) -> Deferred[_T]:
+        if self._state != "running":
+            return defer.fail(UnavailableError(f"store is {self._state}"))
+        return deferToThreadPool(self._reactor, self._readers, self._in_reader, fn, args)
+
+    # -- Store API --------------------------------------------------------------------------
+
+    def current_revision(self) -> Deferred[int]:
+        if self._state != "running":
+            return defer.fail(UnavailableError(f"store is {self._state}"))
+        return defer.succeed(self._rev)
+
+    def get(self, key: bytes, revision: int = 0) -> Deferred[KeyValue]:
+        _check_key(key)
+        if revision:
+            return self._read(_read_get_at, key, revision)
+        return self._read(_read_get_latest, key)
+
+    def create(self, key: bytes, value: bytes, ttl: int = 0) -> Deferred[KeyValue]:
+        _check_key(key)
+        return self._submit(_Writer.create, key, bytes(value), ttl, self._expiry(ttl))
+
+    def update(
+        self, key: bytes, value: bytes, expected_revision: int, ttl: int = 0
+    ) -> Deferred[KeyValue]:
+        _check_key(key)
+        return self._submit(
+            _Writer.update, key, bytes(value), expected_revision, ttl, self._expiry(ttl)
+        )
+
+    def delete(self, key: bytes, expected_revision: int = 0) -> Deferred[KeyValue]:
+        _check_key(key)
+        return self._submit(_Writer.delete, key, expected_revision)
+
+    def range(
+        self,
+        prefix: bytes,
+        start_key: bytes = b"",
+        limit: int = 0,
+        revision: int = 0,
+    ) -> Deferred[RangeResult]:
+        _check_key(prefix)
+        lo = max(prefix, start_key)
+        hi = prefix_end(prefix)
+        return self._read(_read_range, lo, hi, max(0, limit), revision)
+
+    def count(self, prefix: bytes) -> Deferred[int]:
+        _check_key(prefix)
+        return self._read(_read_count, prefix, prefix_end(prefix))
+
+    def watch(
+        self,
+        prefix: bytes,
+        start_revision: int,
+        callback: Callable[[WatchEvent], None],
+    ) -> SqliteWatch:
+        _check_key(prefix)
+        if self._state != "running":
+            w = SqliteWatch(self, prefix, 0, callback, replaying=False)
+            w.active = False
+            w.done.errback(UnavailableError(f"store is {self._state}"))
+            return w
+        if start_revision and start_revision < self._compact_rev:
+            w = SqliteWatch(self, prefix, 0, callback, replaying=False)
+            w.active = False
+            w.done.errback(
+                CompactedError(
+                    f"watch from revision {start_revision}: compacted "
+                    f"(compacted revision {self._compact_rev})",
+                    revision=self._compact_rev,
+                )
+            )
+            return w
+        # Events up to self._rev have been dispatched; anything later arrives live.
+        replay = 0 < start_revision <= self._rev
+        next_rev = start_revision if start_revision > 0 else self._rev + 1
+        w = SqliteWatch(self, prefix, next_rev, callback, replaying=replay)
+        self._watches.setdefault(prefix, {})[w] = None
+        if replay:
+            self._replay(w, start_revision)
+        return w
+
+    def _remove_watch(self, w: SqliteWatch) -> None:
+        group = self._watches.get(w.prefix)
+        if group is not None:
+            group.pop(w, None)
+            if not group:
+                del self._watches[w.prefix]
+
+    @defer.inlineCallbacks
+    def _replay(self, w: SqliteWatch, start: int) -> Any:
+        hi = prefix_end(w.prefix)
+        upper = 0
+        try:
+            while w.active:
+                events, upper, last = yield self._read(
+                    _read_replay, w.prefix, hi, start, upper, REPLAY_PAGE
+                )
+                w.replayed(events)
+                if not last:
+                    break
+                start = last + 1
+        except Exception:
+            w.fail(Failure())
+            return
+        if w.active:
+            w.go_live(upper)
+
+    def _dispatch(self, events: list[WatchEvent]) -> None:
+        groups = [(p, tuple(ws)) for p, ws in self._watches.items()]
+        for event in events:
+            key = event.kv.key
+            for prefix, ws in groups:
+                if key.startswith(prefix):
+                    for w in ws:
+                        if w.active:
+                            w.offer(event)
+
+    def compact(self, revision: int) -> Deferred[None]:
+        return defer.ensureDeferred(self._compact(revision))
+
+    async def _compact(self, revision: int) -> None:
+        done = self._compact_rev
+        while True:
+            step = min(revision, done + COMPACT_STEP)
+            done = await self._submit(_Writer.compact, step, revision)
+            if done >= revision:
+                return
+
+    def check_health(self, timeout: float) -> Deferred[None]:
+        return self._timed(self._read(_read_ping), timeout)
+
+    def check_ready(self, timeout: float) -> Deferred[None]:
+        if self._thread is None or not self._thread.is_alive():
+            return defer.fail(UnavailableError("sqlite writer thread is not running"))
+        return self._timed(self._read(_read_ping), timeout)
+
+    # -- timers -----------------------------------------------------------------------------
+
+    def _expiry(self, ttl: int) -> float | None:
+        if ttl < 0:
+            raise ValueError(f"ttl must not be negative, got {ttl}")
+        return float(self._clock.seconds()) + ttl if ttl else None
+
+    def _sweep(self) -> Deferred[None]:
+        return defer.ensureDeferred(self._sweep_all())
+
+    async def _sweep_all(self) -> None:
+        try:
+            while self._state == "running":
+                more = await self._submit(_Writer.sweep, float(self._clock.seconds()), SWEEP_BATCH)
+                if not more:
+                    break
+        except Exception:
+            _log.failure("TTL sweep failed")
+
+    def _periodic_compact(self) -> Deferred[None] | None:
+        target, self._compactor_seen = self._compactor_seen, self._rev
+        if target <= self._compact_rev:
+            return None
+        d = self.compact(target)
+        d.addErrback(lambda f: _log.failure("periodic compaction to {rev} failed", f, rev=target))
+        return d
+
+    def _timed(self, d: Deferred[_T], timeout: float) -> Deferred[_T]:
+        def on_timeout(result: Any, timeout: float) -> Any:
+            raise StorageTimeoutError(f"sqlite store did not answer within {timeout}s")
+
+        d.addTimeout(timeout, self._clock, onTimeoutCancel=on_timeout)
+        return d
+
+
+def _chain(d: Deferred[None]) -> Deferred[None]:
+    """A new Deferred that fires like ``d`` without changing what ``d``'s other callbacks
+    get (several callers may wait for one start or stop)."""
+    out: Deferred[None] = Deferred()
+
+    def both(result: Any) -> Any:
+        if isinstance(result, Failure):
+            out.errback(result)
+            return None  # reported through `out`; do not leave an unhandled error in `d`
+        out.callback(None)
+        return result
+
+    d.addBoth(both)
+    return out
+
+
+def _check_key(key: bytes) -> None:
+    if not isinstance(key, bytes):
+        raise TypeError(f"keys are bytes, got {type(key).__name__}")
+
+
+def _as_storage_error(e: BaseException) -> StorageError:
+    if isinstance(e, StorageError):
+        return e
+    if isinstance(e, sqlite3.OperationalError) and "locked" in str(e):
+        return StorageTimeoutError(f"sqlite: {e}")
+    return StorageError(f"sqlite: {e.__class__.__name__}: {e}")
+
+
+def _lock(path: str) -> int:
+    """Take an exclusive lock beside the database: two processes writing one log would each
+    number revisions on their own. The kernel drops the lock when the process dies."""
+    fd = os.open(path + ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise UnavailableError(
+            f"{path} is in use by another process (lock {path}.lock is held)"
+        ) from None
+    return fd
