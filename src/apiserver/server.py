@@ -23,6 +23,8 @@ from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
+from apiserver.api.events.rest import BASE, GR, EventsAPI
+from apiserver.discovery import install_discovery, runtime_config_enables_events
 from apiserver.healthz import (
     HealthRegistry,
     LogCheck,
@@ -39,11 +41,14 @@ from apiserver.http.h2 import configure_http2
 from apiserver.http.info_routes import index_handler, version_handler
 from apiserver.http.response import Response
 from apiserver.http.site import ApiSite
+from apiserver.openapi import install_openapi
 from apiserver.options import ServerConfig, ineffective_flags
+from apiserver.registry.store import Registry
 from apiserver.service.lifecycle import Lifecycle
 from apiserver.service.listener import ListenerService
 from apiserver.service.ordered import OrderedService
 from apiserver.service.store import StoreService
+from apiserver.storage.cacher import Cacher
 from apiserver.storage.interface import Store
 from apiserver.tls.context import build_server_context
 from apiserver.tls.selfsigned import ensure_self_signed
@@ -83,6 +88,28 @@ def make_store(config: ServerConfig, reactor: Any) -> tuple[Store, str]:
     ), "sqlite"
 
 
+def watch_cache_enabled(config: ServerConfig, resource: str = "events") -> bool:
+    """``--watch-cache`` (default on) unless ``--watch-cache-sizes`` gives the resource size 0.
+
+    kube-apiserver turns the cache off for events; we keep it on (one store watch fanned out
+    to every client watch) with bounded memory, see DESIGN.md.
+    """
+    if not config.watch_cache:
+        return False
+    for entry in config.watch_cache_sizes or ():
+        name, _, size = str(entry).partition("#")
+        if name.split(".")[0] == resource and size.strip() == "0":
+            return False
+    return True
+
+
+def make_cacher(config: ServerConfig, store: Store, clock: IReactorTime) -> Cacher | None:
+    if not watch_cache_enabled(config):
+        return None
+    prefix = (config.store_prefix.rstrip("/") + "/events/").encode()
+    return Cacher(store, [prefix], clock)
+
+
 class Server:
     """Every part of a running server, built but not started."""
 
@@ -96,7 +123,8 @@ class Server:
             store, backend = make_store(config, reactor)
         else:
             backend = "etcd" if type(store).__name__.startswith("Etcd") else "sqlite"
-        self.store_service = StoreService(store, clock)
+        self.cacher = make_cacher(config, store, clock)
+        self.store_service = StoreService(store, clock, cacher=self.cacher)
         self.root.add(self.store_service)
 
         # Health checks.
@@ -128,6 +156,8 @@ class Server:
         # HTTP.
         self.router = Router()
         self._install_routes()
+        self.store = self.cacher if self.cacher is not None else store
+        self.events_enabled = runtime_config_enables_events(config.runtime_config or {})
         policy = ServingPolicy(
             request_timeout=config.request_timeout,
             hsts=hsts_value(list(config.strict_transport_security_directives)),
@@ -157,6 +187,7 @@ class Server:
             reactor=reactor,
         )
         self.root.add(self.listener)
+        self._install_api()
 
     # --- construction helpers ----------------------------------------------------------
 
@@ -226,6 +257,44 @@ class Server:
         router.add("/version/", version)
         router.add("/", index_handler(self._paths))
 
+    def _install_api(self) -> None:
+        """Discovery, OpenAPI and (unless ``--runtime-config`` turns it off) the Event API."""
+        config = self.config
+        install_discovery(
+            self.router,
+            groups_enabled={"events.k8s.io/v1": self.events_enabled},
+            server_address=self._server_address,
+        )
+        install_openapi(
+            self.router,
+            events_enabled=self.events_enabled,
+            logs_enabled=bool(config.enable_logs_handler),
+            git_version=config.version or _default_version(),
+        )
+        if not self.events_enabled:
+            return
+        ttl = max(int(config.event_ttl), 0)
+        self.registry = Registry(
+            self.store,
+            prefix=config.store_prefix,
+            resource="events",
+            group_resource=GR,
+            ttl=lambda: ttl,
+        )
+        self.events_api = EventsAPI(
+            self.registry,
+            self.reactor,
+            min_request_timeout=float(config.min_request_timeout),
+            delete_collection_workers=int(config.delete_collection_workers),
+            lifecycle=self.lifecycle,
+        )
+        self.router.add_prefix(BASE, self.events_api.handle)
+
+    def _server_address(self) -> str:
+        host = self.config.advertise_address or _default_host(self.config.bind_address)
+        port = self.listener.bound_port() if self.listener.port else self.config.secure_port
+        return f"{host}:{port}"
+
     def _paths(self) -> list[str]:
         return [*self.router.paths(), *all_paths(self.health)]
 
@@ -262,6 +331,8 @@ class Server:
 
     def start(self) -> None:
         """Called when the reactor runs: signals, ineffective-flag notes, post-start hooks."""
+        for warning in self.config.warnings:
+            log.warn("{warning}", warning=warning)
         for name in ineffective_flags(self.config):
             log.warn(
                 "flag --{name} has no effect yet: it is accepted and validated only", name=name

@@ -7,12 +7,14 @@ one etcd, lease reuse, server-side compaction and TLS towards etcd.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import ipaddress
 import json
+import socket
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +46,7 @@ from apiserver.storage.interface import (
     Watch,
     WatchEvent,
 )
-from tests.storage.etcdserver import EtcdServer, etcd_available, free_port
+from tests.storage.etcdserver import EtcdServer, etcd_available
 
 needs_etcd = pytest.mark.skipif(not etcd_available(), reason="etcd (etcd-server) not installed")
 
@@ -60,6 +62,15 @@ async def eventually(check: Any, timeout: float = 10.0, interval: float = 0.05) 
         if time.monotonic() > deadline:
             raise AssertionError("condition not met in time")
         await sleep(interval)
+
+
+@contextlib.contextmanager
+def refused_url() -> Iterator[str]:
+    """A loopback URL that refuses connections: a port bound but not listening, held for the
+    test so that no other process can take it meanwhile."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        yield f"http://127.0.0.1:{s.getsockname()[1]}"
 
 
 def unique_prefix() -> bytes:
@@ -352,31 +363,31 @@ async def test_ttl_expiry_is_a_delete_event(store: Etcd3Store) -> None:
 @needs_etcd
 @pytest_twisted.ensureDeferred
 async def test_failover_skips_dead_endpoint(etcd: EtcdServer) -> None:
-    dead = f"http://127.0.0.1:{free_port()}"
-    s = Etcd3Store([dead, etcd.client_url], request_timeout=5.0)
-    await s.start()
-    try:
-        p = unique_prefix()
-        kv = await s.create(p + b"k", b"v")
-        assert (await s.get(p + b"k")) == kv
-        events: list[WatchEvent] = []
-        w = s.watch(p, kv.mod_revision, events.append)
-        await eventually(lambda: len(events) == 1)
-        w.cancel()
-        await s.check_health(2.0)
-    finally:
-        await s.stop()
+    with refused_url() as dead, refused_url() as dead2:
+        s = Etcd3Store([dead, etcd.client_url], request_timeout=5.0)
+        await s.start()
+        try:
+            p = unique_prefix()
+            kv = await s.create(p + b"k", b"v")
+            assert (await s.get(p + b"k")) == kv
+            events: list[WatchEvent] = []
+            w = s.watch(p, kv.mod_revision, events.append)
+            await eventually(lambda: len(events) == 1)
+            w.cancel()
+            await s.check_health(2.0)
+        finally:
+            await s.stop()
 
-    nowhere = Etcd3Store([dead, f"http://127.0.0.1:{free_port()}"], request_timeout=5.0)
-    started = time.monotonic()
-    with pytest.raises(UnavailableError):
-        await nowhere.start()
-    with pytest.raises(UnavailableError):
-        await nowhere.create(b"/registry/x", b"v")
-    with pytest.raises(UnavailableError):
-        await nowhere.check_health(2.0)
-    assert time.monotonic() - started < 3.0  # refused connections fail fast
-    await nowhere.stop()
+        nowhere = Etcd3Store([dead, dead2], request_timeout=5.0)
+        started = time.monotonic()
+        with pytest.raises(UnavailableError):
+            await nowhere.start()
+        with pytest.raises(UnavailableError):
+            await nowhere.create(b"/registry/x", b"v")
+        with pytest.raises(UnavailableError):
+            await nowhere.check_health(2.0)
+        assert time.monotonic() - started < 3.0  # refused connections fail fast
+        await nowhere.stop()
 
 
 class NoLeader(Resource):
@@ -533,7 +544,7 @@ async def test_frozen_etcd_times_out_and_recovers(own_etcd: EtcdServer) -> None:
             started = time.monotonic()
             with pytest.raises(StorageTimeoutError):
                 await s.check_health(0.5)
-            assert 0.4 < time.monotonic() - started < 1.5
+            assert 0.4 < time.monotonic() - started < 2.0
             with pytest.raises(StorageTimeoutError):
                 await s.check_ready(0.5)
             started = time.monotonic()

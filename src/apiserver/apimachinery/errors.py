@@ -179,6 +179,7 @@ class StatusError(Exception):
         message: str,
         details: dict[str, Any] | None = None,
         headers: tuple[tuple[str, str], ...] = (),
+        list_meta: dict[str, Any] | None = None,
     ) -> None:
         super().__init__(message)
         self.code = code
@@ -186,9 +187,12 @@ class StatusError(Exception):
         self.message = message
         self.details = details
         self.headers = headers
+        self.list_meta = list_meta
 
     def response(self) -> Response:
-        return status_response(self.code, self.reason, self.message, self.details, self.headers)
+        return status_response(
+            self.code, self.reason, self.message, self.details, self.headers, self.list_meta
+        )
 
     def __repr__(self) -> str:
         return f"StatusError({self.code}, {self.reason!r}, {self.message!r})"

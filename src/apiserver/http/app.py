@@ -311,7 +311,8 @@ class App:
         if not headers.hasHeader(b"cache-control"):
             headers.setRawHeaders(b"cache-control", [b"no-cache, private"])
         body = response.body
-        headers.setRawHeaders(b"content-length", [str(len(body)).encode()])
+        if response.code not in (204, 304):
+            headers.setRawHeaders(b"content-length", [str(len(body)).encode()])
         if body and request.method != b"HEAD":
             request.write(body)
         request.finish()

@@ -22,13 +22,14 @@ def status_body(
     details: dict[str, Any] | None = None,
     *,
     with_type_meta: bool = True,
+    list_meta: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The Status object as a dict; ``details`` is omitted when None (Go's omitempty)."""
     body: dict[str, Any] = {}
     if with_type_meta:
         body["kind"] = "Status"
         body["apiVersion"] = "v1"
-    body["metadata"] = {}
+    body["metadata"] = list_meta or {}
     body["status"] = "Failure"
     if message:
         body["message"] = message
@@ -46,9 +47,10 @@ def status_response(
     message: str,
     details: dict[str, Any] | None = None,
     headers: tuple[tuple[str, str], ...] = (),
+    list_meta: dict[str, Any] | None = None,
 ) -> Response:
     """A JSON Status answer with a trailing newline, as Go's json.Encoder writes it."""
-    data = orjson.dumps(status_body(code, reason, message, details)) + b"\n"
+    data = orjson.dumps(status_body(code, reason, message, details, list_meta=list_meta)) + b"\n"
     return Response(code, (JSON, NOSNIFF, *headers), data)
 
 

@@ -25,8 +25,15 @@ class StoreService(Service):
 
     name = "store"  # type: ignore[assignment]
 
-    def __init__(self, store: Store, clock: IReactorTime, retry_interval: float = 1.0) -> None:
+    def __init__(
+        self,
+        store: Store,
+        clock: IReactorTime,
+        retry_interval: float = 1.0,
+        cacher: Any = None,
+    ) -> None:
         self.store = store
+        self.cacher = cacher
         self.clock = clock
         self.retry_interval = retry_interval
         self.started = False
@@ -47,6 +54,15 @@ class StoreService(Service):
 
     def _on_started(self, _: object) -> None:
         self._attempt = None
+        if self.cacher is not None:
+            # The watch cache lists and watches the store it wraps: start it once the store is
+            # up; the store counts as ready once the cache has its initial list.
+            self.cacher.start()
+            self.cacher.ready.addCallbacks(self._mark_ready, self._on_failed)
+            return
+        self._mark_ready(None)
+
+    def _mark_ready(self, _: object) -> None:
         self.started = True
         log.info("storage is ready")
         waiting, self._waiting = self._waiting, []
@@ -93,4 +109,8 @@ class StoreService(Service):
         if not self.started:
             return succeed(None)
         self.started = False
-        return self.store.stop()
+        if self.cacher is None:
+            return self.store.stop()
+        d = self.cacher.stop()
+        d.addBoth(lambda _: self.store.stop())
+        return d

@@ -59,6 +59,12 @@ class WatchEvent:
     ``type`` is ``"PUT"`` or ``"DELETE"``. For a PUT, ``kv`` is the new value; for a DELETE,
     ``kv`` holds the key with the deletion revision as ``mod_revision`` and an empty value.
     ``prev_kv`` is the value before the change (None for a create).
+
+    Extension of the watch cache (``apiserver.storage.cacher``), never sent by a backend:
+    ``type == "BOOKMARK"`` is a progress notification (kube-apiserver's periodic watch
+    bookmark): ``kv`` is ``KeyValue(b"", b"", 0, <cache revision>)``, ``prev_kv`` is None, and
+    it means every change under the watched prefix up to ``kv.mod_revision`` has been
+    delivered. Consumers that do not want bookmarks drop them.
     """
 
     type: str

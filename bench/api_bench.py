@@ -1,0 +1,1391 @@
+"""API benchmark: Event API throughput against a bare twisted.web ceiling, and watch fan-out.
+
+Usage: ``python bench/api_bench.py [--quick] [--no-write] [--profile DIR]``
+
+Why it is built like this:
+
+- **A ceiling in the same run.** Absolute requests per second say more about the machine than
+  about the server. ``bench/ceiling_server.py`` (a bare twisted.web Site behind the project's
+  own TLS setup, one fixed ~300-byte body) is measured with the same h2load settings in the
+  same run, and every API rate is reported as a ratio to it. Targets (from the issue):
+  create/ceiling >= 0.50, get/ceiling >= 0.70, (lists/s x 500)/ceiling >= 40 (items listed per
+  second against requests per second), h2/h1 of the same call >= 0.8.
+- **h2load** (Debian's nghttp2-client) generates the load: C, so it does not compete with the
+  server for the interpreter. ``--h1`` for HTTP/1.1 (one request in flight per connection, no
+  pipelining: ``-m 1``), plain h2 otherwise; the same concurrency (16) for both protocols.
+  h2load cannot vary a request body, so creates use ``metadata.generateName`` and every
+  request still makes a distinct event.
+- **Watch fan-out** needs per-event timing, which h2load cannot give: a Twisted client
+  process (this file with ``--watch-client``) holds 1,000 HTTP/1.1 TLS watches
+  (``GET .../events?watch=1&resourceVersion=<rv>``, as the Python client does) while this
+  process creates events at 200/s with the send time (wall clock, one machine) in ``note``.
+  The client times each event's arrival on each watch with a regular expression over the raw
+  stream (no JSON decoding, so the client stays cheaper than the server it measures). The
+  server's RSS (``VmRSS``) is read before and after the watches open, while they are idle.
+- **A fresh server for each part** (fresh ``--data-dir``): the fan-out must not inherit
+  the memory and the store of the throughput runs, nor the reverse.
+- **Bounded and local**: only 127.0.0.1, every run has a duration and a timeout, the whole
+  run stays under 4 minutes, and every process started here is stopped in ``finally``.
+
+The report is a Markdown table, printed and written as the ``## API (bench/api_bench.py)``
+section of ``bench/RESULTS.md`` (other sections of that file are left as they are).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime as _dt
+import http.client
+import json
+import os
+import platform
+import queue
+import re
+import resource
+import shlex
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+RESULTS = REPO / "bench" / "RESULTS.md"
+SECTION = "## API (bench/api_bench.py)"
+GROUP_PATH = "/apis/events.k8s.io/v1"
+LIST_SIZE = 500
+LIST_NS = "bench-list"
+GET_NS = "bench-get"
+CREATE_NS = "bench-create"
+WATCH_NS = "bench-watch"
+GET_NAME = "bench-get-1"
+#: In an event's ``note``: its scheduled and its actual send time (wall clock); the watch
+#: client finds them in the raw stream.
+STAMP = "bench-ts="
+STAMP_RE = rb"bench-ts=(\d+\.\d{6})Z/(\d+\.\d{6})Z"
+#: Concurrency for every h2load run: 16 requests in flight for both protocols.
+H1_CLIENTS, H1_STREAMS = 16, 1
+H2_CLIENTS, H2_STREAMS = 4, 4
+TOTAL_BUDGET = 235.0  # seconds; the issue asks for < 4 minutes
+
+
+# --------------------------------------------------------------------------------------
+# Processes
+# --------------------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def source_env() -> dict[str, str]:
+    """The working tree first on PYTHONPATH (``src`` and the root, for ``twisted/plugins``)."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO / "src"), str(REPO)])
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def unverified_tls() -> ssl.SSLContext:
+    """Loopback only, to a throwaway self-signed server: no verification needed."""
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    return context
+
+
+class Processes:
+    """Every process this run starts; :meth:`stop_all` ends each one by its own handle."""
+
+    def __init__(self) -> None:
+        self.procs: list[subprocess.Popen[Any]] = []
+
+    def start(self, args: Sequence[str], **kwargs: Any) -> subprocess.Popen[Any]:
+        proc: subprocess.Popen[Any] = subprocess.Popen(list(args), **kwargs)
+        self.procs.append(proc)
+        return proc
+
+    @staticmethod
+    def stop(proc: subprocess.Popen[Any], timeout: float = 10.0) -> None:
+        if proc.poll() is not None:
+            return
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+
+    def stop_all(self) -> None:
+        for proc in reversed(self.procs):
+            with contextlib.suppress(Exception):
+                self.stop(proc)
+
+
+@dataclass
+class Server:
+    """One HTTPS server process on 127.0.0.1 (the daemon or the ceiling)."""
+
+    name: str
+    port: int
+    proc: subprocess.Popen[Any]
+    log_path: Path
+
+    @property
+    def base(self) -> str:
+        return f"https://127.0.0.1:{self.port}"
+
+    def connection(self, timeout: float = 30.0) -> http.client.HTTPSConnection:
+        return http.client.HTTPSConnection(
+            "127.0.0.1", self.port, context=unverified_tls(), timeout=timeout
+        )
+
+    def rss_kib(self) -> int:
+        return read_rss_kib(self.proc.pid)
+
+    def cpu_seconds(self) -> float:
+        return read_cpu_seconds(self.proc.pid)
+
+    def log_tail(self, lines: int = 30) -> str:
+        with contextlib.suppress(OSError):
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        return ""
+
+    def wait_ready(self, path: str, timeout: float = 40.0) -> None:
+        deadline = time.monotonic() + timeout
+        last: object = None
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(
+                    f"{self.name} exited with {self.proc.returncode}:\n{self.log_tail()}"
+                )
+            try:
+                status, _ = request(self, "GET", path, timeout=2)
+                if status == 200:
+                    return
+                last = status
+            except (OSError, http.client.HTTPException) as error:
+                last = error
+            time.sleep(0.1)
+        raise RuntimeError(f"{self.name} not ready after {timeout}s ({last!r}):\n{self.log_tail()}")
+
+
+def read_rss_kib(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as handle:
+        for line in handle:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise RuntimeError(f"no VmRSS for {pid}")
+
+
+def read_cpu_seconds(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as handle:
+        fields = handle.read().rsplit(")", 1)[1].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    return (int(fields[11]) + int(fields[12])) / ticks  # utime + stime
+
+
+def daemon_command(port: int, workdir: Path, template: str = "") -> list[str]:
+    """``twistd apiserver`` as tests/integration/daemon.py starts it, on a fresh data dir.
+
+    ``template`` (``--server-cmd``) replaces it: a shell-like command line in which
+    ``{port}``, ``{cert_dir}`` and ``{data_dir}`` are substituted (to benchmark another
+    build, other flags, or a stub when testing this script).
+    """
+    cert_dir, data_dir = workdir / "certs", workdir / "data"
+    if template:
+        values = {"port": port, "cert_dir": cert_dir, "data_dir": data_dir}
+        return [part.format(**values) for part in shlex.split(template)]
+    twistd = str(Path(sys.executable).parent / "twistd")
+    if not Path(twistd).exists():
+        twistd = shutil.which("twistd") or "twistd"
+    return [
+        twistd,
+        "--nodaemon",
+        "--pidfile=",
+        "apiserver",
+        f"--secure-port={port}",
+        "--bind-address=127.0.0.1",
+        f"--cert-dir={cert_dir}",
+        f"--data-dir={data_dir}",
+    ]
+
+
+def start_daemon(procs: Processes, workdir: Path, template: str = "") -> Server:
+    """Start the API server on a free port and wait for ``/readyz``."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    log_path = workdir / "daemon.log"
+    with open(log_path, "ab") as log:
+        proc = procs.start(
+            daemon_command(port, workdir, template),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=source_env(),
+            cwd=workdir,
+        )
+    server = Server("apiserver", port, proc, log_path)
+    server.wait_ready("/readyz")
+    return server
+
+
+def start_ceiling(procs: Processes, workdir: Path) -> Server:
+    workdir.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    log_path = workdir / "ceiling.log"
+    with open(log_path, "ab") as log:
+        proc = procs.start(
+            [
+                sys.executable,
+                str(REPO / "bench" / "ceiling_server.py"),
+                f"--port={port}",
+                f"--cert-dir={workdir / 'certs'}",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=source_env(),
+            cwd=workdir,
+        )
+    server = Server("ceiling", port, proc, log_path)
+    server.wait_ready("/")
+    return server
+
+
+# --------------------------------------------------------------------------------------
+# Plain requests (set-up and checks)
+# --------------------------------------------------------------------------------------
+
+
+def request(
+    server: Server,
+    method: str,
+    path: str,
+    body: bytes | None = None,
+    timeout: float = 30.0,
+    conn: http.client.HTTPSConnection | None = None,
+) -> tuple[int, bytes]:
+    own = conn is None
+    connection = conn or server.connection(timeout)
+    try:
+        headers = {"Accept": "application/json"}
+        if body is not None:
+            headers["Content-Type"] = "application/json"
+        connection.request(method, path, body=body, headers=headers)
+        response = connection.getresponse()
+        return response.status, response.read()
+    finally:
+        if own:
+            connection.close()
+
+
+def event_body(namespace: str, name: str | None = None, note: str = "api bench") -> bytes:
+    """An events.k8s.io/v1 Event that passes validation; ``generateName`` when no name."""
+    metadata: dict[str, Any] = {"namespace": namespace}
+    if name:
+        metadata["name"] = name
+    else:
+        metadata["generateName"] = "b-"
+    event = {
+        "apiVersion": "events.k8s.io/v1",
+        "kind": "Event",
+        "metadata": metadata,
+        "eventTime": "2025-01-01T00:00:00.000000Z",
+        "reportingController": "bench.example.com/api-bench",
+        "reportingInstance": "api-bench-1",
+        "action": "Benchmark",
+        "reason": "Measured",
+        "type": "Normal",
+        "regarding": {"kind": "Pod", "apiVersion": "v1", "namespace": namespace, "name": "p-1"},
+        "note": note,
+    }
+    return json.dumps(event, separators=(",", ":")).encode()
+
+
+def events_path(namespace: str, name: str = "", query: str = "") -> str:
+    path = f"{GROUP_PATH}/namespaces/{namespace}/events"
+    if name:
+        path += f"/{name}"
+    return path + (f"?{query}" if query else "")
+
+
+def events_api_status(server: Server) -> tuple[int, str]:
+    try:
+        status, body = request(server, "GET", events_path("default"), timeout=5)
+    except (OSError, http.client.HTTPException) as error:
+        return 0, repr(error)
+    return status, body[:200].decode(errors="replace")
+
+
+def prepare_data(server: Server) -> None:
+    """One event to GET, and exactly LIST_SIZE events in the list namespace."""
+    conn = server.connection()
+    try:
+        status, body = request(
+            server, "POST", events_path(GET_NS), event_body(GET_NS, GET_NAME), conn=conn
+        )
+        if status != 201:
+            raise RuntimeError(f"create {GET_NAME}: {status} {body[:300]!r}")
+        for index in range(LIST_SIZE):
+            name = f"e-{index:04d}"
+            status, body = request(
+                server, "POST", events_path(LIST_NS), event_body(LIST_NS, name), conn=conn
+            )
+            if status != 201:
+                raise RuntimeError(f"create {name}: {status} {body[:300]!r}")
+        status, body = request(server, "GET", events_path(LIST_NS), conn=conn)
+        items = json.loads(body).get("items", []) if status == 200 else []
+        if status != 200 or len(items) != LIST_SIZE:
+            raise RuntimeError(f"list {LIST_NS}: {status}, {len(items)} items")
+    finally:
+        conn.close()
+
+
+# --------------------------------------------------------------------------------------
+# h2load
+# --------------------------------------------------------------------------------------
+
+
+@dataclass
+class LoadResult:
+    """One h2load run; ``rps`` counts only 2xx answers."""
+
+    label: str
+    proto: str
+    rps: float = 0.0
+    done: int = 0
+    ok: int = 0
+    non_2xx: int = 0
+    failed: int = 0
+    mean_ms: float = 0.0
+    error: str = ""
+
+    @property
+    def valid(self) -> bool:
+        return not self.error and self.ok > 0
+
+
+def _to_ms(value: str, unit: str) -> float:
+    return float(value) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[unit]
+
+
+def parse_h2load(label: str, proto: str, output: str) -> LoadResult:
+    result = LoadResult(label, proto)
+    finished = re.search(r"finished in [\d.]+s, ([\d.]+) req/s", output)
+    counts = re.search(
+        r"requests: (\d+) total, (\d+) started, (\d+) done, (\d+) succeeded, (\d+) failed, "
+        r"(\d+) errored, (\d+) timeout",
+        output,
+    )
+    codes = re.search(r"status codes: (\d+) 2xx, (\d+) 3xx, (\d+) 4xx, (\d+) 5xx", output)
+    mean = re.search(r"time for request:\s+\S+\s+\S+\s+([\d.]+)(us|ms|s)\b", output)
+    if not (finished and counts and codes):
+        result.error = "unparsable h2load output: " + output[-400:]
+        return result
+    raw_rps = float(finished.group(1))
+    result.done = int(counts.group(3))
+    result.failed = int(counts.group(5)) + int(counts.group(6)) + int(counts.group(7))
+    two = int(codes.group(1))
+    other = sum(int(codes.group(i)) for i in (2, 3, 4))
+    result.ok = two
+    result.non_2xx = other
+    share = min(1.0, two / (two + other)) if two + other else 0.0
+    result.rps = raw_rps * share
+    if mean:
+        result.mean_ms = _to_ms(mean.group(1), mean.group(2))
+    return result
+
+
+def run_h2load(
+    label: str,
+    proto: str,
+    url: str,
+    seconds: float,
+    warmup: float,
+    body: Path | None = None,
+    headers: Sequence[str] = (),
+) -> LoadResult:
+    h1 = proto == "h1"
+    duration, warm = f"{int(seconds * 1000)}ms", f"{int(warmup * 1000)}ms"
+    cmd = ["h2load", "-D", duration, "--warm-up-time", warm, "-t", "1"]
+    if h1:
+        cmd += ["--h1", "-c", str(H1_CLIENTS), "-m", str(H1_STREAMS)]
+    else:
+        cmd += ["-c", str(H2_CLIENTS), "-m", str(H2_STREAMS)]
+    if body is not None:
+        cmd += ["-d", str(body)]
+    for header in headers:
+        cmd += ["-H", header]
+    cmd.append(url)
+    try:
+        done = subprocess.run(
+            cmd, capture_output=True, text=True, timeout=seconds + warmup + 30, check=False
+        )
+    except subprocess.TimeoutExpired:
+        return LoadResult(label, proto, error="h2load timed out")
+    result = parse_h2load(label, proto, done.stdout + done.stderr)
+    if done.returncode != 0 and not result.error:
+        result.error = f"h2load exit {done.returncode}"
+    return result
+
+
+# --------------------------------------------------------------------------------------
+# Profiling (optional)
+# --------------------------------------------------------------------------------------
+
+
+def start_profile(
+    procs: Processes, pid: int, seconds: float, out: Path
+) -> subprocess.Popen[Any] | None:
+    pyspy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+    if not Path(pyspy).exists():
+        return None
+    return procs.start(
+        [
+            pyspy,
+            "record",
+            "--pid",
+            str(pid),
+            "--duration",
+            str(max(1, round(seconds))),
+            "--rate",
+            "500",
+            "--function",
+            "--format",
+            "raw",
+            "--nonblocking",
+            "--output",
+            str(out),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+def summarize_profile(path: Path, top: int = 12) -> str:
+    """Top frames by own samples and by inclusive samples, from py-spy's collapsed stacks."""
+    own: dict[str, int] = {}
+    inclusive: dict[str, int] = {}
+    total = 0
+    with contextlib.suppress(OSError):
+        for line in path.read_text().splitlines():
+            stack, _, count_text = line.rpartition(" ")
+            if not stack or not count_text.isdigit():
+                continue
+            count = int(count_text)
+            total += count
+            frames = stack.split(";")
+            own[frames[-1]] = own.get(frames[-1], 0) + count
+            for frame in set(frames):
+                inclusive[frame] = inclusive.get(frame, 0) + count
+    if not total:
+        return "(no samples)"
+    lines = [f"{total} samples; own time:"]
+    for frame, count in sorted(own.items(), key=lambda kv: -kv[1])[:top]:
+        lines.append(f"  {100 * count / total:5.1f}%  {frame}")
+    lines.append("inclusive time:")
+    for frame, count in sorted(inclusive.items(), key=lambda kv: -kv[1])[: top * 2]:
+        lines.append(f"  {100 * count / total:5.1f}%  {frame}")
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------------
+# Watch fan-out: the client process (``--watch-client``)
+# --------------------------------------------------------------------------------------
+
+
+def watch_client_main(argv: Sequence[str]) -> int:
+    """Open N TLS watches, time every stamped event on each, report JSON.
+
+    HTTP/1.1: one connection per watch (what the Python client does). HTTP/2: up to 100
+    streams per connection (the server's default MAX_CONCURRENT_STREAMS; what client-go
+    and kubectl do), with flow-control windows opened wide and every byte acknowledged.
+
+    Protocol on stdin/stdout (lines): prints ``OPENED <ok> <failed>`` once every watch has
+    answered or the open timeout passed; then reads ``GO <expected> <timeout>``, waits until
+    every open watch has seen ``expected`` stamped events (or the timeout), prints
+    ``RESULT <json>`` and exits.
+    """
+    import array
+
+    from twisted.internet import protocol, reactor, stdio, task
+    from twisted.internet import ssl as tssl
+    from twisted.protocols.basic import LineReceiver
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--path", required=True)
+    parser.add_argument("--watchers", type=int, required=True)
+    parser.add_argument("--proto", choices=("h1", "h2"), default="h1")
+    parser.add_argument("--streams", type=int, default=100, help="h2 streams per connection")
+    parser.add_argument("--open-timeout", type=float, default=60.0)
+    parser.add_argument("--parallel", type=int, default=64)
+    args = parser.parse_args(argv)
+
+    rx: Any = reactor
+    pattern = re.compile(STAMP_RE)
+    latencies = array.array("d")  # from the POST's send time
+    scheduled = array.array("d")  # from the slot the POST was scheduled for
+    authority = f"127.0.0.1:{args.port}"
+    state: dict[str, Any] = {
+        "opened": 0,
+        "failed": 0,
+        "statuses": {},
+        "lost_early": 0,
+        "started": 0,
+        "pending": 0,
+        "expected": None,
+        "deadline": 0.0,
+        "last_arrival": 0.0,
+        "finished": False,
+    }
+
+    class Stream:
+        """One watch: its answer's status and the stamped events seen on it."""
+
+        __slots__ = ("count", "opened", "settled", "tail")
+
+        def __init__(self) -> None:
+            self.tail = b""
+            self.opened = False
+            self.settled = False
+            self.count = 0
+
+        def settle(self, ok: bool, status: str) -> None:
+            if self.settled:
+                return
+            self.settled = True
+            self.opened = ok
+            state["pending"] -= 1
+            if ok:
+                state["opened"] += 1
+            else:
+                state["failed"] += 1
+                state["statuses"][status] = state["statuses"].get(status, 0) + 1
+            pump()
+
+        def feed(self, data: bytes, now: float) -> None:
+            buf = self.tail + data
+            last = 0
+            for match in pattern.finditer(buf):
+                scheduled.append(now - float(match.group(1)))
+                latencies.append(now - float(match.group(2)))
+                self.count += 1
+                last = match.end()
+            if last:
+                state["last_arrival"] = now
+            self.tail = buf[max(last, len(buf) - 40) :]
+
+        def lost(self, why: str) -> None:
+            if not self.settled:
+                self.settle(False, f"lost before headers: {why}")
+            elif self.opened and not state["finished"]:
+                state["lost_early"] += 1
+                self.opened = False
+
+    streams: list[Stream] = []
+    connections: list[protocol.Protocol] = []
+    h1_request = (
+        f"GET {args.path} HTTP/1.1\r\nHost: {authority}\r\n"
+        "Accept: application/json\r\nUser-Agent: api-bench-watch\r\n\r\n"
+    ).encode()
+
+    class H1Watch(protocol.Protocol):
+        """One HTTP/1.1 connection, one watch; the chunked framing is left in the stream
+        (the stamps never straddle a chunk boundary: each event is one chunk)."""
+
+        def __init__(self) -> None:
+            self.head = b""
+            self.stream = Stream()
+            streams.append(self.stream)
+
+        def connectionMade(self) -> None:
+            self.transport.write(h1_request)  # type: ignore[union-attr]
+
+        def dataReceived(self, data: bytes) -> None:
+            now = time.time()
+            stream = self.stream
+            if not stream.settled:
+                self.head += data
+                end = self.head.find(b"\r\n\r\n")
+                if end < 0:
+                    return
+                status = self.head.split(b"\r\n", 1)[0].decode(errors="replace")
+                ok = status.split(" ")[1:2] == ["200"]
+                data, self.head = self.head[end + 4 :], b""
+                stream.settle(ok, status)
+                if not ok:
+                    self.transport.loseConnection()  # type: ignore[union-attr]
+                    return
+            stream.feed(data, now)
+
+        def connectionLost(self, reason: Any = None) -> None:
+            self.stream.lost(reason.getErrorMessage() if reason else "closed")
+
+    class H2Watches(protocol.Protocol):
+        """One HTTP/2 connection carrying ``count`` watches."""
+
+        def __init__(self, count: int) -> None:
+            from h2.config import H2Configuration
+            from h2.connection import H2Connection
+
+            self.conn = H2Connection(H2Configuration(client_side=True, header_encoding=None))
+            self.count = count
+            self.by_id: dict[int, Stream] = {}
+
+        def connectionMade(self) -> None:
+            from h2.settings import SettingCodes
+
+            conn = self.conn
+            conn.initiate_connection()
+            conn.update_settings({SettingCodes.INITIAL_WINDOW_SIZE: 2**31 - 1})
+            conn.increment_flow_control_window(2**31 - 1 - 65535)
+            headers = [
+                (b":method", b"GET"),
+                (b":scheme", b"https"),
+                (b":authority", authority.encode()),
+                (b":path", args.path.encode()),
+                (b"accept", b"application/json"),
+                (b"user-agent", b"api-bench-watch"),
+            ]
+            for _ in range(self.count):
+                stream_id = conn.get_next_available_stream_id()
+                conn.send_headers(stream_id, headers, end_stream=True)
+                stream = Stream()
+                streams.append(stream)
+                self.by_id[stream_id] = stream
+            self.transport.write(conn.data_to_send())  # type: ignore[union-attr]
+
+        def dataReceived(self, data: bytes) -> None:
+            from h2 import events as h2e
+
+            now = time.time()
+            conn = self.conn
+            for event in conn.receive_data(data):
+                if isinstance(event, h2e.DataReceived):
+                    stream = self.by_id.get(event.stream_id)
+                    if stream is not None:
+                        stream.feed(event.data, now)
+                    conn.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
+                elif isinstance(event, h2e.ResponseReceived):
+                    stream = self.by_id.get(event.stream_id)
+                    status = dict(event.headers).get(b":status", b"?").decode()
+                    if stream is not None:
+                        stream.settle(status == "200", f"HTTP/2 {status}")
+                elif isinstance(event, (h2e.StreamEnded, h2e.StreamReset)):
+                    stream = self.by_id.pop(event.stream_id, None)
+                    if stream is not None:
+                        stream.lost(type(event).__name__)
+            out = conn.data_to_send()
+            if out:
+                self.transport.write(out)  # type: ignore[union-attr]
+
+        def connectionLost(self, reason: Any = None) -> None:
+            for stream in self.by_id.values():
+                stream.lost(reason.getErrorMessage() if reason else "closed")
+            self.by_id.clear()
+
+    class Factory(protocol.ClientFactory):
+        def __init__(self, count: int) -> None:
+            self.count = count
+
+        def buildProtocol(self, addr: Any) -> protocol.Protocol:
+            proto: protocol.Protocol = H1Watch() if args.proto == "h1" else H2Watches(self.count)
+            connections.append(proto)
+            return proto
+
+        def clientConnectionFailed(self, connector: Any, reason: Any) -> None:
+            key = f"connect failed: {reason.getErrorMessage()}"
+            for _ in range(self.count):
+                state["pending"] -= 1
+                state["failed"] += 1
+                state["statuses"][key] = state["statuses"].get(key, 0) + 1
+            pump()
+
+    alpn = [b"http/1.1"] if args.proto == "h1" else [b"h2"]
+    tls = tssl.CertificateOptions(acceptableProtocols=alpn)
+    per_connection = 1 if args.proto == "h1" else max(1, args.streams)
+    announced = False
+
+    def announce() -> None:
+        nonlocal announced
+        if not announced:
+            announced = True
+            print(f"OPENED {state['opened']} {state['failed']}", flush=True)
+
+    def pump() -> None:
+        while state["started"] < args.watchers and state["pending"] < args.parallel:
+            count = min(per_connection, args.watchers - state["started"])
+            state["started"] += count
+            state["pending"] += count
+            rx.connectSSL("127.0.0.1", args.port, Factory(count), tls, timeout=30)
+        if state["started"] >= args.watchers and state["pending"] <= 0:
+            announce()
+
+    def summary() -> dict[str, Any]:
+        values = sorted(latencies)
+        late = sorted(scheduled)
+        counts = sorted(s.count for s in streams if s.opened)
+
+        def pct(p: float, data: list[float] = values) -> float | None:
+            if not data:
+                return None
+            return data[min(len(data) - 1, int(p * len(data)))] * 1000.0
+
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        return {
+            "opened": state["opened"],
+            "failed": state["failed"],
+            "statuses": state["statuses"],
+            "lost_early": state["lost_early"],
+            "delivered": len(values),
+            "per_watcher_min": counts[0] if counts else 0,
+            "per_watcher_max": counts[-1] if counts else 0,
+            "p50_ms": pct(0.50),
+            "p90_ms": pct(0.90),
+            "p99_ms": pct(0.99),
+            "max_ms": values[-1] * 1000.0 if values else None,
+            "sched_p50_ms": pct(0.50, late),
+            "sched_p99_ms": pct(0.99, late),
+            "last_arrival": state["last_arrival"],
+            "client_cpu_s": usage.ru_utime + usage.ru_stime,
+        }
+
+    def finish() -> None:
+        if state["finished"]:
+            return
+        state["finished"] = True
+        print("RESULT " + json.dumps(summary()), flush=True)
+        for connection in connections:
+            if connection.transport is not None:
+                connection.transport.abortConnection()  # type: ignore[attr-defined]
+        rx.callLater(0.2, rx.stop)
+
+    def check_done() -> None:
+        expected = state["expected"]
+        live = [s for s in streams if s.opened]
+        if expected is not None and all(s.count >= expected for s in live):
+            finish()
+        elif time.monotonic() > state["deadline"]:
+            finish()
+
+    class Control(LineReceiver):
+        delimiter = b"\n"
+
+        def lineReceived(self, line: bytes) -> None:
+            parts = line.decode().split()
+            if parts and parts[0] == "GO":
+                state["expected"] = int(parts[1])
+                state["deadline"] = time.monotonic() + float(parts[2])
+                task.LoopingCall(check_done).start(0.05)
+            elif parts and parts[0] == "STOP":
+                finish()
+
+        def connectionLost(self, reason: Any = None) -> None:
+            finish()
+
+    stdio.StandardIO(Control())
+    rx.callLater(args.open_timeout, announce)
+    rx.callWhenRunning(pump)
+    rx.run()
+    return 0
+
+
+# --------------------------------------------------------------------------------------
+# Watch fan-out: the driver
+# --------------------------------------------------------------------------------------
+
+
+@dataclass
+class WatchResult:
+    proto: str = "h1"
+    watchers: int = 0
+    opened: int = 0
+    failed: int = 0
+    statuses: dict[str, int] = field(default_factory=dict)
+    rss_before_kib: int = 0
+    rss_idle_kib: int = 0
+    rss_after_kib: int = 0
+    sent: int = 0
+    send_failed: int = 0
+    send_seconds: float = 0.0
+    window_s: float = 0.0
+    target_rate: float = 0.0
+    client: dict[str, Any] = field(default_factory=dict)
+    server_cpu_s: float = 0.0
+    wall_s: float = 0.0
+    error: str = ""
+
+    @property
+    def per_watcher_kib(self) -> float | None:
+        if not self.opened:
+            return None
+        return (self.rss_idle_kib - self.rss_before_kib) / self.opened
+
+
+def _read_lines(stream: Any, into: queue.Queue[str]) -> None:
+    for line in stream:
+        into.put(line.rstrip("\n"))
+    into.put("")
+
+
+def _expect(lines: queue.Queue[str], prefix: str, timeout: float) -> str:
+    deadline = time.monotonic() + timeout
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError(f"no {prefix} from the watch client")
+        try:
+            line = lines.get(timeout=left)
+        except queue.Empty:
+            continue
+        if line == "":
+            raise RuntimeError(f"watch client ended before {prefix}")
+        if line.startswith(prefix):
+            return line[len(prefix) :].strip()
+
+
+def send_events(
+    server: Server, rate: float, seconds: float, threads: int = 32
+) -> tuple[int, int, float]:
+    """POST ``rate`` events/s for ``seconds``; returns (created, failed, seconds taken).
+
+    Each event's slot is fixed in advance and stamped next to the actual send time: when
+    the server is too busy to take creates at the rate, the sends fall behind their slots,
+    which shows as a lower achieved rate and as latency counted from the slot. Slots still
+    unsent 2 s after the window are not sent at all.
+    """
+    total = int(rate * seconds)
+    start = time.monotonic() + 0.2
+    wall_start = time.time() + (start - time.monotonic())
+    # Slots not sent by then are dropped: the run stays bounded when the server is slow.
+    stop_at = start + seconds + 2.0
+    sent = [0] * threads
+    failed = [0] * threads
+
+    def worker(k: int) -> None:
+        conn = server.connection(timeout=30)
+        try:
+            for i in range(k, total, threads):
+                if time.monotonic() > stop_at:
+                    break
+                delay = start + i / rate - time.monotonic()
+                if delay > 0:
+                    time.sleep(delay)
+                slot = wall_start + i / rate
+                note = f"{STAMP}{slot:.6f}Z/{time.time():.6f}Z #{i}"
+                body = event_body(WATCH_NS, note=note)
+                try:
+                    status, _ = request(server, "POST", events_path(WATCH_NS), body, conn=conn)
+                except (OSError, http.client.HTTPException):
+                    conn.close()
+                    conn = server.connection(timeout=30)
+                    status = 0
+                if status == 201:
+                    sent[k] += 1
+                else:
+                    failed[k] += 1
+        finally:
+            conn.close()
+
+    pool = [threading.Thread(target=worker, args=(k,), daemon=True) for k in range(threads)]
+    for thread in pool:
+        thread.start()
+    for thread in pool:
+        thread.join(seconds + 60)
+    return sum(sent), sum(failed), time.monotonic() - start
+
+
+def run_watch(
+    procs: Processes,
+    server: Server,
+    watchers: int,
+    rate: float,
+    seconds: float,
+    drain: float,
+    proto: str = "h1",
+    profile: Path | None = None,
+) -> WatchResult:
+    """Open the watches, read the idle RSS growth, create stamped events, collect latency."""
+    result = WatchResult(proto=proto, watchers=watchers, target_rate=rate, window_s=seconds)
+    wall = time.monotonic()
+    # Warm the watch path (first watch may build caches) and read the current revision.
+    status, body = request(server, "GET", events_path(WATCH_NS))
+    if status != 200:
+        result.error = f"list {WATCH_NS}: {status} {body[:200]!r}"
+        return result
+    rv = json.loads(body)["metadata"]["resourceVersion"]
+    with contextlib.suppress(OSError, http.client.HTTPException):
+        request(
+            server,
+            "GET",
+            events_path(WATCH_NS, query=f"watch=1&resourceVersion={rv}&timeoutSeconds=1"),
+            timeout=5,
+        )
+    time.sleep(0.5)
+    result.rss_before_kib = server.rss_kib()
+
+    path = events_path(WATCH_NS, query=f"watch=1&resourceVersion={rv}")
+    client = procs.start(
+        [
+            sys.executable,
+            str(Path(__file__).resolve()),
+            "--watch-client",
+            f"--port={server.port}",
+            f"--path={path}",
+            f"--watchers={watchers}",
+            f"--proto={proto}",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=None,
+        text=True,
+        env=source_env(),
+    )
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=_read_lines, args=(client.stdout, lines), daemon=True).start()
+    try:
+        opened = _expect(lines, "OPENED", 90).split()
+        result.opened, result.failed = int(opened[0]), int(opened[1])
+        time.sleep(1.0)  # let the server settle with every watch idle
+        result.rss_idle_kib = server.rss_kib()
+        cpu0 = server.cpu_seconds()
+        if profile is not None:
+            start_profile(procs, server.proc.pid, seconds, profile)
+        if result.opened:
+            result.sent, result.send_failed, result.send_seconds = send_events(
+                server, rate, seconds
+            )
+        assert client.stdin is not None
+        client.stdin.write(f"GO {result.sent} {drain}\n")
+        client.stdin.flush()
+        summary = json.loads(_expect(lines, "RESULT", drain + 60))
+        result.server_cpu_s = server.cpu_seconds() - cpu0
+        result.rss_after_kib = server.rss_kib()
+        result.client = summary
+        result.statuses = summary.get("statuses", {})
+    except (TimeoutError, RuntimeError, ValueError) as error:
+        result.error = str(error)
+    finally:
+        Processes.stop(client, 15)
+    result.wall_s = time.monotonic() - wall
+    return result
+
+
+# --------------------------------------------------------------------------------------
+# Report
+# --------------------------------------------------------------------------------------
+
+
+@dataclass
+class Row:
+    metric: str
+    value: str
+    ratio: str = ""
+    target: str = ""
+    verdict: str = ""  # "meets", "BELOW", or "" (reference/no target)
+
+
+def _ratio_row(metric: str, value: str, ratio: float | None, target: float, what: str) -> Row:
+    if ratio is None:
+        return Row(metric, value, "n/a", f"{what} ≥ {target:g}", "n/a")
+    verdict = "meets" if ratio >= target else "BELOW"
+    return Row(metric, value, f"{what} = {ratio:.2f}", f"≥ {target:g}", verdict)
+
+
+def build_rows(
+    loads: dict[tuple[str, str], LoadResult], watches: Sequence[WatchResult]
+) -> list[Row]:
+    rows: list[Row] = []
+
+    def fmt(res: LoadResult | None, unit: str = "req/s") -> str:
+        if res is None:
+            return "not run"
+        if res.error and not res.ok:
+            return f"error: {res.error[:80]}"
+        extra = ""
+        if res.non_2xx or res.failed:
+            extra = f" ({res.non_2xx} non-2xx, {res.failed} failed)"
+        return f"{res.rps:,.0f} {unit}{extra}"
+
+    def rate(key: tuple[str, str]) -> float | None:
+        res = loads.get(key)
+        return res.rps if res is not None and res.valid else None
+
+    def ceiling_rate(proto: str) -> float | None:
+        found = [r for r in (rate(("ceiling", proto)), rate(("ceiling-after", proto))) if r]
+        return sum(found) / len(found) if found else None
+
+    for proto, name in (("h1", "HTTP/1.1"), ("h2", "HTTP/2")):
+        mean = ceiling_rate(proto)
+        first, second = loads.get(("ceiling", proto)), loads.get(("ceiling-after", proto))
+        value = fmt(first) if mean is None else f"{mean:,.0f} req/s"
+        if mean is not None:
+            value += f" (first {fmt(first)}, last {fmt(second)})"
+        rows.append(Row(f"ceiling GET, {name}", value, "", "reference: mean of 2 runs"))
+    c1, c2 = ceiling_rate("h1"), ceiling_rate("h2")
+    rows.append(
+        Row(
+            "ceiling h2/h1",
+            "",
+            f"{c2 / c1:.2f}" if c1 and c2 else "n/a",
+            "reference",
+        )
+    )
+    specs = (
+        ("create", "create (POST, generateName)", 0.50, "create/ceiling", 1),
+        ("get", "get one event", 0.70, "get/ceiling", 1),
+        ("list", f"list {LIST_SIZE} events", 40.0, f"lists/s x {LIST_SIZE}/ceiling", LIST_SIZE),
+    )
+    for key, label, target, what, mult in specs:
+        for proto, name in (("h1", "HTTP/1.1"), ("h2", "HTTP/2")):
+            res = loads.get((key, proto))
+            ceiling = c1 if proto == "h1" else c2
+            mine = rate((key, proto))
+            ratio = mine * mult / ceiling if mine is not None and ceiling else None
+            unit = "lists/s" if key == "list" else "req/s"
+            rows.append(_ratio_row(f"{label}, {name}", fmt(res, unit), ratio, target, what))
+        m1, m2 = rate((key, "h1")), rate((key, "h2"))
+        rows.append(
+            _ratio_row(f"{label}, h2 vs h1", "", m2 / m1 if m1 and m2 else None, 0.8, "h2/h1")
+        )
+    for watch in watches:
+        rows += watch_rows(watch)
+    return rows
+
+
+def watch_rows(watch: WatchResult) -> list[Row]:
+    rows: list[Row] = []
+    client = watch.client
+    opened = f"{watch.opened}/{watch.watchers} watches open"
+    if watch.failed:
+        opened += f", {watch.failed} failed: {watch.statuses}"
+    name = {"h1": "HTTP/1.1", "h2": "HTTP/2"}.get(watch.proto, watch.proto)
+    rows.append(Row(f"watch {name}: watchers", opened, "", f"{watch.watchers}", ""))
+    per = watch.per_watcher_kib
+    if per is None:
+        rows.append(Row(f"watch {name}: RSS per idle watcher", "n/a", "", "≤ 30 KiB", "n/a"))
+    else:
+        before, idle = watch.rss_before_kib / 1024, watch.rss_idle_kib / 1024
+        value = f"{per:.1f} KiB ({before:.0f} → {idle:.0f} MiB)"
+        rows.append(
+            Row(
+                f"watch {name}: RSS per idle watcher",
+                value,
+                "",
+                "≤ 30 KiB",
+                "meets" if per <= 30 else "BELOW",
+            )
+        )
+    if watch.sent or client:
+        achieved = watch.sent / watch.send_seconds if watch.send_seconds else 0.0
+        rows.append(
+            Row(
+                f"watch {name}: create rate during fan-out",
+                f"{watch.sent} of {int(watch.target_rate * watch.window_s)} scheduled created"
+                f" in {watch.send_seconds:.1f} s"
+                + (f" ({watch.send_failed} failed)" if watch.send_failed else ""),
+                f"{achieved:.0f}/s",
+                f"{watch.target_rate:g}/s",
+                "meets" if achieved >= 0.95 * watch.target_rate else "BELOW",
+            )
+        )
+        expected = watch.sent * watch.opened
+        delivered = int(client.get("delivered", 0))
+        share = delivered / expected if expected else 0.0
+        rows.append(
+            Row(
+                f"watch {name}: deliveries",
+                f"{delivered:,}/{expected:,}, lost watches {client.get('lost_early', 0)}",
+                f"{100 * share:.1f}%",
+                "100%",
+                "meets" if expected and delivered >= expected else "BELOW",
+            )
+        )
+        p50, p99, pmax = client.get("p50_ms"), client.get("p99_ms"), client.get("max_ms")
+        rows.append(
+            Row(f"watch {name}: delivery latency p50 (from POST sent)", _ms(p50), "", "", "")
+        )
+        rows.append(
+            Row(
+                f"watch {name}: delivery latency p99 (from POST sent)",
+                _ms(p99) + f" (max {_ms(pmax)})",
+                "",
+                "≤ 250 ms",
+                "n/a" if p99 is None else ("meets" if p99 <= 250 else "BELOW"),
+            )
+        )
+        rows.append(
+            Row(
+                f"watch {name}: latency p50 / p99 from the scheduled slot",
+                f"{_ms(client.get('sched_p50_ms'))} / {_ms(client.get('sched_p99_ms'))}",
+                "",
+                "(includes creates held back by a busy server)",
+                "",
+            )
+        )
+        rows.append(
+            Row(
+                f"watch {name}: CPU during fan-out",
+                f"server {watch.server_cpu_s:.1f} s, client {client.get('client_cpu_s', 0):.1f} s,"
+                f" RSS after {watch.rss_after_kib / 1024:.0f} MiB",
+                "",
+                "",
+                "",
+            )
+        )
+    if watch.error:
+        rows.append(Row(f"watch {name}: error", watch.error[:200], "", "", "BELOW"))
+    return rows
+
+
+def _ms(value: Any) -> str:
+    return "n/a" if value is None else f"{float(value):.0f} ms"
+
+
+def render(rows: list[Row], meta: dict[str, str], notes: list[str]) -> str:
+    out = [SECTION, ""]
+    out.append(" · ".join(f"{key}: {value}" for key, value in meta.items()))
+    out.append("")
+    out.append("| measurement | value | ratio | target | verdict |")
+    out.append("| --- | --- | --- | --- | --- |")
+    for row in rows:
+        verdict = {"BELOW": "**below target**", "meets": "meets"}.get(row.verdict, row.verdict)
+        cells = [row.metric, row.value, row.ratio, row.target, verdict]
+        out.append("| " + " | ".join(_cell(cell) for cell in cells) + " |")
+    out.append("")
+    below = [row.metric for row in rows if row.verdict in ("BELOW", "n/a")]
+    if below:
+        out.append("Below target (or not measured): " + "; ".join(below) + ".")
+    else:
+        out.append("Every figure meets its target.")
+    out.append("")
+    out += notes
+    out.append("")
+    return "\n".join(out)
+
+
+def _cell(text: str) -> str:
+    return " ".join(text.split()).replace("|", "\\|")
+
+
+BEGIN = "<!-- api_bench:begin -->"
+END = "<!-- api_bench:end -->"
+
+
+def merge_section(current: str, text: str) -> str:
+    """``current`` with our section (between our markers) replaced by ``text``, or appended.
+
+    Everything outside our markers (other scripts' sections, their markers) is kept as is.
+    """
+    block = f"{BEGIN}\n{text.rstrip()}\n{END}\n"
+    start = current.find(BEGIN)
+    end = current.find(END, start) if start >= 0 else -1
+    if start >= 0 and end >= 0:
+        return current[:start] + block + _after(current, end + len(END))
+    return current.rstrip("\n") + "\n\n" + block
+
+
+def _after(current: str, index: int) -> str:
+    rest = current[index:].lstrip("\n")
+    return "\n" + rest if rest else ""
+
+
+def write_section(text: str, path: Path = RESULTS) -> None:
+    """Replace (or append) only our own section; the file is re-read right before writing."""
+    current = path.read_text() if path.exists() else "# Benchmark results\n"
+    merged = merge_section(current, text)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    tmp.write_text(merged)
+    os.replace(tmp, path)
+
+
+# --------------------------------------------------------------------------------------
+# Main
+# --------------------------------------------------------------------------------------
+
+
+def _raise_interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+@contextlib.contextmanager
+def running(procs: Processes) -> Iterator[None]:
+    old = signal.signal(signal.SIGTERM, _raise_interrupt)
+    try:
+        yield
+    finally:
+        procs.stop_all()
+        signal.signal(signal.SIGTERM, old)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "--watch-client":
+        return watch_client_main(argv[1:])
+    parser = argparse.ArgumentParser(description="Event API benchmark (see module docstring).")
+    parser.add_argument("--quick", action="store_true", help="shorter runs (about 1 minute)")
+    parser.add_argument("--no-write", action="store_true", help="do not touch bench/RESULTS.md")
+    parser.add_argument("--watchers", type=int, default=1000)
+    parser.add_argument("--watch-rate", type=float, default=200.0, help="events/s")
+    parser.add_argument("--skip-watch", action="store_true")
+    parser.add_argument(
+        "--watch-proto",
+        default="h1",
+        choices=("h1", "h2", "h1,h2"),
+        help="watches over HTTP/1.1 (one connection each), HTTP/2 (100 streams a "
+        "connection), or both, one after the other (default: h1)",
+    )
+    parser.add_argument(
+        "--server-cmd",
+        default="",
+        help="command for the API server; {port}, {cert_dir}, {data_dir} are substituted "
+        "(default: twistd apiserver from the working tree)",
+    )
+    parser.add_argument("--skip-load", action="store_true")
+    parser.add_argument(
+        "--profile",
+        metavar="DIR",
+        help="record the daemon with py-spy during each API run (implies --no-write)",
+    )
+    args = parser.parse_args(argv)
+    if shutil.which("h2load") is None:
+        print("h2load not found: apt-get install nghttp2-client", file=sys.stderr)
+        return 2
+    with contextlib.suppress(ValueError, OSError):
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        want = min(hard, max(soft, 4 * args.watchers + 256))
+        resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+
+    seconds, warmup = (2.0, 0.5) if args.quick else (5.0, 1.0)
+    watch_seconds, drain = (5.0, 10.0) if args.quick else (10.0, 20.0)
+    started = time.monotonic()
+    profile_dir = Path(args.profile) if args.profile else None
+    if profile_dir:
+        profile_dir.mkdir(parents=True, exist_ok=True)
+    procs = Processes()
+    loads: dict[tuple[str, str], LoadResult] = {}
+    watches: list[WatchResult] = []
+    notes: list[str] = []
+    api_error = ""
+    tmp = Path(tempfile.mkdtemp(prefix="api-bench-"))
+    with running(procs):
+        try:
+            ceiling = start_ceiling(procs, tmp / "ceiling")
+            if not args.skip_load:
+                daemon = start_daemon(procs, tmp / "load", args.server_cmd)
+                status, text = events_api_status(daemon)
+                if status != 200:
+                    api_error = f"Events API not answering: {status} {text}"
+                    print(api_error, file=sys.stderr)
+                else:
+                    prepare_data(daemon)
+                body = tmp / "create.json"
+                body.write_bytes(event_body(CREATE_NS))
+                runs: list[tuple[str, Server, str, Path | None]] = [
+                    ("ceiling", ceiling, "/", None),
+                ]
+                if not api_error:
+                    runs += [
+                        ("create", daemon, events_path(CREATE_NS), body),
+                        ("get", daemon, events_path(GET_NS, GET_NAME), None),
+                        ("list", daemon, events_path(LIST_NS), None),
+                    ]
+                # The ceiling again at the end: the mean of both runs is the reference, so
+                # that a drift of the machine's speed during the run shows and averages out.
+                runs.append(("ceiling-after", ceiling, "/", None))
+                for key, server, path, data in runs:
+                    for proto in ("h1", "h2"):
+                        headers = ["accept: application/json"]
+                        if data is not None:
+                            headers.append("content-type: application/json")
+                        spy = None
+                        if profile_dir and server is not ceiling:
+                            spy = start_profile(
+                                procs,
+                                server.proc.pid,
+                                seconds + warmup,
+                                profile_dir / f"{key}-{proto}.txt",
+                            )
+                        res = run_h2load(
+                            key, proto, server.base + path, seconds, warmup, data, headers
+                        )
+                        if spy is not None:
+                            with contextlib.suppress(subprocess.TimeoutExpired):
+                                spy.wait(30)
+                        loads[(key, proto)] = res
+                        print(
+                            f"{key:13} {proto}: {res.rps:10,.1f} req/s  ok={res.ok} "
+                            f"non2xx={res.non_2xx} failed={res.failed} mean={res.mean_ms:.2f} ms "
+                            f"{res.error[:200]}",
+                            flush=True,
+                        )
+                Processes.stop(daemon.proc)
+                if profile_dir:
+                    for stacks in sorted(profile_dir.glob("*.txt")):
+                        print(f"\n### py-spy {stacks.stem}\n{summarize_profile(stacks)}")
+            protos = [] if args.skip_watch or api_error else args.watch_proto.split(",")
+            for proto in protos:
+                left = TOTAL_BUDGET - (time.monotonic() - started)
+                if left < watch_seconds + drain + 40:
+                    notes.append(f"Watch fan-out over {proto} skipped: time budget used up.")
+                    continue
+                daemon2 = start_daemon(procs, tmp / f"watch-{proto}", args.server_cmd)
+                stacks_out = profile_dir / f"watch-{proto}.txt" if profile_dir else None
+                watch = run_watch(
+                    procs,
+                    daemon2,
+                    args.watchers,
+                    args.watch_rate,
+                    watch_seconds,
+                    drain,
+                    proto,
+                    stacks_out,
+                )
+                watches.append(watch)
+                print(f"watch: {watch}", flush=True)
+                Processes.stop(daemon2.proc)
+                if stacks_out is not None:
+                    print(f"\n### py-spy watch-{proto}\n{summarize_profile(stacks_out)}")
+        finally:
+            procs.stop_all()
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    rows = build_rows(loads, watches)
+    meta = {
+        "date": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "nproc": str(os.cpu_count()),
+        "python": platform.python_version(),
+        "mode": "quick" if args.quick else "full",
+        "h2load": f"{seconds:g} s + {warmup:g} s warm-up per run, "
+        f"h1 -c {H1_CLIENTS} -m {H1_STREAMS}, h2 -c {H2_CLIENTS} -m {H2_STREAMS}",
+    }
+    if api_error:
+        notes.append(api_error)
+    notes.append(
+        "Ratios compare with the ceiling of the same protocol (bench/ceiling_server.py: bare "
+        "twisted.web Site, same TLS, fixed ~300-byte body). Watch latency runs from the "
+        "creating POST's send time to arrival on each watch; client and server share the "
+        "machine's cores."
+    )
+    report = render(rows, meta, notes)
+    print()
+    print(report)
+    if not args.no_write and not profile_dir:
+        write_section(report)
+        print(f"written to {RESULTS.relative_to(REPO)}")
+    return 1 if api_error else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

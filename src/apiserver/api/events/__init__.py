@@ -1,0 +1,4 @@
+"""The Event resource: conversion, validation, field selection and table printing.
+
+Served as events.k8s.io/v1 and core v1 over one internal form (spec/event-resource.md §0).
+"""

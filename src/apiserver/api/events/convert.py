@@ -1,0 +1,762 @@
+"""Decoding, encoding and conversion of Events: events.k8s.io/v1 <-> internal <-> core v1.
+
+Reference behaviour (spec §2):
+
+* ``k8s.io/api`` ``events/v1/types.go`` and ``core/v1/types.go`` -- field order, JSON names
+  and ``omitempty`` tags, which decide what is written out (Go never omits a struct, so an
+  unset ``metav1.Time`` is written as ``null``);
+* ``k8s/k8s`` ``pkg/apis/events/v1/conversion.go`` -- the field renames;
+* ``apimachinery`` ``pkg/apis/meta/v1/time.go`` and ``micro_time.go`` -- RFC 3339 in whole
+  seconds, and exactly six fraction digits for ``MicroTime``, both written in UTC;
+* Go's ``encoding/json`` (as forked in ``sigs.k8s.io/json``): case-sensitive field names,
+  unknown fields dropped, ``null`` leaves a value at zero, a type mismatch is reported as
+  ``json: cannot unmarshal <what> into Go struct field <Struct>.<path> of type <type>``
+  (the first one wins, decoding goes on), while an error from a value's own decoder (a bad
+  time) stops decoding at once and wins.
+
+The *internal* form is what the server stores and validates: a dict with core v1 field
+names (``involvedObject``, ``message``, ``source``, ``firstTimestamp``, ``lastTimestamp``,
+``count``, ``reportingComponent`` ...) and no ``kind``/``apiVersion``. It is canonical:
+zero values are absent (``metadata``, ``involvedObject`` and ``source`` are always present,
+possibly empty), pointer fields (``series``, ``related``, ``deletionTimestamp``,
+``deletionGracePeriodSeconds``, ...) are present exactly when set, times are wire strings
+(``2024-01-01T00:00:00Z``; ``MicroTime`` with six digits). Two canonical dicts are equal
+exactly when Go's semantic equality says so.
+
+Hand-written rather than a schema library: what matters here is Go's exact error text,
+field order and zero-value rules, which no Python library reproduces.
+"""
+
+from __future__ import annotations
+
+import calendar
+import datetime as _dt
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+V1_API_VERSION = "events.k8s.io/v1"
+CORE_API_VERSION = "v1"
+KIND = "Event"
+
+RFC3339 = "2006-01-02T15:04:05Z07:00"
+RFC3339_MICRO = "2006-01-02T15:04:05.000000Z07:00"
+
+
+class DecodeError(Exception):
+    """A body that Go's JSON decoder would refuse; ``message`` is Go's error text."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+# --- Go time parsing ------------------------------------------------------------------------
+
+
+def _time_quote(s: str) -> str:
+    """The ``quote`` of Go's time package: non-ASCII and control bytes as ``\\xHH``."""
+    out = ['"']
+    for ch in s:
+        code = ord(ch)
+        if code >= 0x80 or code < 0x20:
+            out.extend(f"\\x{b:02x}" for b in ch.encode("utf-8", "surrogatepass"))
+        else:
+            if ch in '"\\':
+                out.append("\\")
+            out.append(ch)
+    out.append('"')
+    return "".join(out)
+
+
+class _Bad(Exception):
+    pass
+
+
+def _isdigit(s: str, i: int) -> bool:
+    return i < len(s) and "0" <= s[i] <= "9"
+
+
+def _getnum(s: str, fixed: bool) -> tuple[int, str]:
+    if not _isdigit(s, 0):
+        raise _Bad
+    if not _isdigit(s, 1):
+        if fixed:
+            raise _Bad
+        return int(s[0]), s[1:]
+    return int(s[:2]), s[2:]
+
+
+def _atoi(s: str) -> int:
+    neg = False
+    if s and s[0] in "+-":
+        neg = s[0] == "-"
+        s = s[1:]
+    if not s or not all("0" <= c <= "9" for c in s):
+        raise _Bad
+    return -int(s) if neg else int(s)
+
+
+def _days_in(month: int, year: int) -> int:
+    if month == 2 and calendar.isleap(year):
+        return 29
+    return [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31][month - 1]
+
+
+def parse_go_time(value: str, micro: bool) -> _dt.datetime:
+    """``time.Parse`` with ``time.RFC3339`` or metav1's ``RFC3339Micro`` layout.
+
+    Returns an aware UTC datetime (fraction truncated to microseconds) or raises
+    :class:`DecodeError` with Go's exact message.
+    """
+    layout = RFC3339_MICRO if micro else RFC3339
+    chunks: list[tuple[str, str]] = [
+        ("", "2006"),
+        ("-", "01"),
+        ("-", "02"),
+        ("T", "15"),
+        (":", "04"),
+        (":", "05"),
+    ]
+    if micro:
+        chunks.append(("", ".000000"))
+    chunks.append(("", "Z07:00"))
+
+    def fail(elem_value: str, elem_layout: str) -> DecodeError:
+        return DecodeError(
+            f"parsing time {_time_quote(value)} as {_time_quote(layout)}: cannot parse "
+            f"{_time_quote(elem_value)} as {_time_quote(elem_layout)}"
+        )
+
+    def message(text: str) -> DecodeError:
+        return DecodeError(f"parsing time {_time_quote(value)}{text}")
+
+    rest = value
+    year = month = day = hour = minute = second = nsec = 0
+    offset = 0
+    for prefix, std in chunks:
+        for ch in prefix:
+            if not rest or rest[0] != ch:
+                raise fail(rest, prefix)
+            rest = rest[1:]
+        hold = rest
+        range_err = ""
+        try:
+            if std == "2006":
+                if len(rest) < 4 or not _isdigit(rest, 0):
+                    raise _Bad
+                year = _atoi(rest[:4])
+                rest = rest[4:]
+            elif std == "01":
+                month, rest = _getnum(rest, True)
+                if not 1 <= month <= 12:
+                    range_err = "month"
+            elif std == "02":
+                day, rest = _getnum(rest, True)
+            elif std == "15":
+                hour, rest = _getnum(rest, False)
+                if hour >= 24:
+                    range_err = "hour"
+            elif std == "04":
+                minute, rest = _getnum(rest, True)
+                if minute >= 60:
+                    range_err = "minute"
+            elif std == "05":
+                second, rest = _getnum(rest, True)
+                if second >= 60:
+                    range_err = "second"
+                elif not micro and len(rest) >= 2 and rest[0] in ".," and _isdigit(rest, 1):
+                    n = 2
+                    while _isdigit(rest, n):
+                        n += 1
+                    digits = rest[1:n][:9]
+                    nsec = int(digits.ljust(9, "0"))
+                    rest = rest[n:]
+            elif std == ".000000":
+                if len(rest) < 7 or rest[0] not in ".,":
+                    raise _Bad
+                frac = _atoi(rest[1:7])
+                if frac < 0:
+                    range_err = "fractional second"
+                nsec = frac * 1000
+                rest = rest[7:]
+            else:  # Z07:00
+                if rest[:1] == "Z":
+                    rest = rest[1:]
+                else:
+                    if len(rest) < 6 or rest[3] != ":":
+                        raise _Bad
+                    sign, hh, mm = rest[0], rest[1:3], rest[4:6]
+                    rest = rest[6:]
+                    hr, _ = _getnum(hh, True)
+                    mi, _ = _getnum(mm, True)
+                    if hr > 24:
+                        range_err = "time zone offset hour"
+                    if mi > 60:
+                        range_err = "time zone offset minute"
+                    if sign not in ("+", "-"):
+                        raise _Bad
+                    offset = (hr * 60 + mi) * 60 * (-1 if sign == "-" else 1)
+        except _Bad:
+            if range_err:
+                raise message(f": {range_err} out of range") from None
+            raise fail(hold, std) from None
+        if range_err:
+            raise message(f": {range_err} out of range")
+    if rest:
+        raise message(f": extra text: {_time_quote(rest)}")
+    if day < 1 or day > _days_in(month, year):
+        raise message(": day out of range")
+    try:
+        local = _dt.datetime(year, month, day, hour, minute, second, nsec // 1000)
+        return (local - _dt.timedelta(seconds=offset)).replace(tzinfo=_dt.UTC)
+    except (ValueError, OverflowError):
+        raise message(": year out of range") from None
+
+
+_ZERO = _dt.datetime(1, 1, 1, tzinfo=_dt.UTC)
+
+
+def format_time(t: _dt.datetime) -> str:
+    """``metav1.Time`` on the wire: UTC, whole seconds."""
+    u = t.astimezone(_dt.UTC)
+    # not strftime: "%Y" does not pad years below 1000 to four digits
+    return f"{u.year:04d}-{u.month:02d}-{u.day:02d}T{u.hour:02d}:{u.minute:02d}:{u.second:02d}Z"
+
+
+def format_micro_time(t: _dt.datetime) -> str:
+    """``metav1.MicroTime`` on the wire: UTC, exactly six fraction digits."""
+    return format_time(t)[:-1] + f".{t.microsecond:06d}Z"
+
+
+def now_time(epoch: float) -> str:
+    """A ``metav1.Time`` wire string for a Unix time (e.g. a creationTimestamp)."""
+    return format_time(_dt.datetime.fromtimestamp(epoch, _dt.UTC))
+
+
+def now_micro_time(epoch: float) -> str:
+    """A ``metav1.MicroTime`` wire string for a Unix time."""
+    return format_micro_time(_dt.datetime.fromtimestamp(epoch, _dt.UTC))
+
+
+def wire_time_to_epoch(value: str) -> float:
+    """Seconds since the epoch of a canonical wire time string."""
+    return _dt.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+
+
+# --- a small model of the Go structs ------------------------------------------------------
+
+
+@attrs.frozen
+class _Str:
+    go_type: str = "string"
+
+
+@attrs.frozen
+class _Int:
+    go_type: str  # "int32" or "int64"
+    bits: int
+
+
+@attrs.frozen
+class _Bool:
+    go_type: str = "bool"
+
+
+@attrs.frozen
+class _Time:
+    micro: bool
+
+
+@attrs.frozen
+class _Raw:
+    """``FieldsV1``: its own decoder keeps any JSON value."""
+
+
+@attrs.frozen
+class _Ptr:
+    elem: Any
+
+
+@attrs.frozen
+class _List:
+    elem: Any
+    go_type: str
+
+
+@attrs.frozen
+class _Map:
+    go_type: str = "map[string]string"
+
+
+@attrs.frozen
+class _F:
+    name: str
+    type: Any
+    omitempty: bool = True
+
+
+@attrs.frozen
+class _Struct:
+    name: str  # e.g. "ObjectMeta", as Go's errors name the enclosing struct
+    go_type: str  # e.g. "v1.ObjectMeta"
+    fields: tuple[_F, ...]
+    index: dict[str, _F] = attrs.field(init=False, eq=False, repr=False)
+
+    def __attrs_post_init__(self) -> None:
+        object.__setattr__(self, "index", {f.name: f for f in self.fields})
+
+    def field(self, name: str) -> _F | None:
+        return self.index.get(name)
+
+
+_STR = _Str()
+_UID = _Str("types.UID")
+_INT32 = _Int("int32", 32)
+_INT64 = _Int("int64", 64)
+_TIME = _Time(False)
+_MICRO = _Time(True)
+
+OWNER_REFERENCE = _Struct(
+    "OwnerReference",
+    "v1.OwnerReference",
+    (
+        _F("apiVersion", _STR, False),
+        _F("kind", _STR, False),
+        _F("name", _STR, False),
+        _F("uid", _UID, False),
+        _F("controller", _Ptr(_Bool())),
+        _F("blockOwnerDeletion", _Ptr(_Bool())),
+    ),
+)
+
+MANAGED_FIELDS_ENTRY = _Struct(
+    "ManagedFieldsEntry",
+    "v1.ManagedFieldsEntry",
+    (
+        _F("manager", _STR),
+        _F("operation", _Str("v1.ManagedFieldsOperationType")),
+        _F("apiVersion", _STR),
+        _F("time", _Ptr(_TIME)),
+        _F("fieldsType", _STR),
+        _F("fieldsV1", _Ptr(_Raw())),
+        _F("subresource", _STR),
+    ),
+)
+
+OBJECT_META = _Struct(
+    "ObjectMeta",
+    "v1.ObjectMeta",
+    (
+        _F("name", _STR),
+        _F("generateName", _STR),
+        _F("namespace", _STR),
+        _F("selfLink", _STR),
+        _F("uid", _UID),
+        _F("resourceVersion", _STR),
+        _F("generation", _INT64),
+        _F("creationTimestamp", _TIME),
+        _F("deletionTimestamp", _Ptr(_TIME)),
+        _F("deletionGracePeriodSeconds", _Ptr(_INT64)),
+        _F("labels", _Map()),
+        _F("annotations", _Map()),
+        _F("ownerReferences", _List(OWNER_REFERENCE, "[]v1.OwnerReference")),
+        _F("finalizers", _List(_STR, "[]string")),
+        _F("managedFields", _List(MANAGED_FIELDS_ENTRY, "[]v1.ManagedFieldsEntry")),
+    ),
+)
+
+OBJECT_REFERENCE = _Struct(
+    "ObjectReference",
+    "v1.ObjectReference",
+    (
+        _F("kind", _STR),
+        _F("namespace", _STR),
+        _F("name", _STR),
+        _F("uid", _UID),
+        _F("apiVersion", _STR),
+        _F("resourceVersion", _STR),
+        _F("fieldPath", _STR),
+    ),
+)
+
+EVENT_SOURCE = _Struct("EventSource", "v1.EventSource", (_F("component", _STR), _F("host", _STR)))
+
+V1_SERIES = _Struct(
+    "EventSeries",
+    "v1.EventSeries",
+    (_F("count", _INT32, False), _F("lastObservedTime", _MICRO, False)),
+)
+
+CORE_SERIES = _Struct(
+    "EventSeries",
+    "v1.EventSeries",
+    (_F("count", _INT32), _F("lastObservedTime", _MICRO)),
+)
+
+V1_EVENT = _Struct(
+    "Event",
+    "v1.Event",
+    (
+        _F("kind", _STR),
+        _F("apiVersion", _STR),
+        _F("metadata", OBJECT_META, False),
+        _F("eventTime", _MICRO, False),
+        _F("series", _Ptr(V1_SERIES)),
+        _F("reportingController", _STR),
+        _F("reportingInstance", _STR),
+        _F("action", _STR),
+        _F("reason", _STR),
+        _F("regarding", OBJECT_REFERENCE),
+        _F("related", _Ptr(OBJECT_REFERENCE)),
+        _F("note", _STR),
+        _F("type", _STR),
+        _F("deprecatedSource", EVENT_SOURCE),
+        _F("deprecatedFirstTimestamp", _TIME),
+        _F("deprecatedLastTimestamp", _TIME),
+        _F("deprecatedCount", _INT32),
+    ),
+)
+
+CORE_EVENT = _Struct(
+    "Event",
+    "v1.Event",
+    (
+        _F("kind", _STR),
+        _F("apiVersion", _STR),
+        _F("metadata", OBJECT_META, False),
+        _F("involvedObject", OBJECT_REFERENCE, False),
+        _F("reason", _STR),
+        _F("message", _STR),
+        _F("source", EVENT_SOURCE),
+        _F("firstTimestamp", _TIME),
+        _F("lastTimestamp", _TIME),
+        _F("count", _INT32),
+        _F("type", _STR),
+        _F("eventTime", _MICRO),
+        _F("series", _Ptr(CORE_SERIES)),
+        _F("action", _STR),
+        _F("related", _Ptr(OBJECT_REFERENCE)),
+        _F("reportingComponent", _STR, False),
+        _F("reportingInstance", _STR, False),
+    ),
+)
+
+#: events.k8s.io/v1 name -> internal (core v1) name.
+V1_TO_INTERNAL: dict[str, str] = {
+    "metadata": "metadata",
+    "eventTime": "eventTime",
+    "series": "series",
+    "reportingController": "reportingComponent",
+    "reportingInstance": "reportingInstance",
+    "action": "action",
+    "reason": "reason",
+    "regarding": "involvedObject",
+    "related": "related",
+    "note": "message",
+    "type": "type",
+    "deprecatedSource": "source",
+    "deprecatedFirstTimestamp": "firstTimestamp",
+    "deprecatedLastTimestamp": "lastTimestamp",
+    "deprecatedCount": "count",
+}
+INTERNAL_TO_V1: dict[str, str] = {v: k for k, v in V1_TO_INTERNAL.items()}
+
+#: Internal keys in core v1 struct order.
+INTERNAL_ORDER: tuple[str, ...] = tuple(
+    f.name for f in CORE_EVENT.fields if f.name not in ("kind", "apiVersion")
+)
+
+
+# --- decoding ----------------------------------------------------------------------------
+
+
+def _json_kind(value: Any) -> str:
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, dict):
+        return "object"
+    return "null"
+
+
+def _number_literal(value: int | float) -> str:
+    # The literal as the client most likely wrote it (the parsed value is all we have).
+    return repr(value) if isinstance(value, float) else str(value)
+
+
+class _Decoder:
+    def __init__(self) -> None:
+        self.saved: DecodeError | None = None
+
+    def type_error(self, what: str, go_type: str, struct: str, path: str) -> None:
+        if self.saved is not None:
+            return
+        if struct or path:
+            where = f"Go struct field {struct}.{path}"
+        else:
+            where = "Go value"
+        self.saved = DecodeError(f"json: cannot unmarshal {what} into {where} of type {go_type}")
+
+    def decode(self, value: Any, typ: Any, struct: str, path: str) -> Any:
+        """Returns the canonical value, or ``None`` for a zero/nil value."""
+        if isinstance(typ, _Ptr):
+            if value is None:
+                return None
+            inner = self.decode(value, typ.elem, struct, path)
+            if inner is None:
+                return _zero_of(typ.elem)
+            return inner
+        if value is None:
+            return None
+        if isinstance(typ, _Str):
+            if isinstance(value, str):
+                return value or None
+            self.type_error(_json_kind(value), typ.go_type, struct, path)
+            return None
+        if isinstance(typ, _Int):
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                self.type_error(_json_kind(value), typ.go_type, struct, path)
+                return None
+            limit = 1 << (typ.bits - 1)
+            if isinstance(value, float) or not -limit <= value < limit:
+                self.type_error(f"number {_number_literal(value)}", typ.go_type, struct, path)
+                return None
+            return value or None
+        if isinstance(typ, _Bool):
+            if isinstance(value, bool):
+                return value
+            self.type_error(_json_kind(value), typ.go_type, struct, path)
+            return None
+        if isinstance(typ, _Time):
+            if not isinstance(value, str):
+                # metav1.Time decodes a string itself; its error stops decoding at once.
+                raise DecodeError(
+                    f"json: cannot unmarshal {_json_kind(value)} into Go struct field "
+                    f"{struct}.{path} of type string"
+                )
+            canonical = _canonical_time(value, typ.micro)
+            if canonical is not None:
+                return canonical or None
+            t = parse_go_time(value, typ.micro)
+            if t == _ZERO:
+                return None
+            return format_micro_time(t) if typ.micro else format_time(t)
+        if isinstance(typ, _Raw):
+            return value
+        if isinstance(typ, _Map):
+            if not isinstance(value, dict):
+                self.type_error(_json_kind(value), typ.go_type, struct, path)
+                return None
+            out: dict[str, str] = {}
+            for k, v in value.items():
+                if v is None:
+                    out[k] = ""
+                elif isinstance(v, str):
+                    out[k] = v
+                else:
+                    self.type_error(_json_kind(v), "string", struct, path)
+            return out or None
+        if isinstance(typ, _List):
+            if not isinstance(value, list):
+                self.type_error(_json_kind(value), typ.go_type, struct, path)
+                return None
+            items = []
+            for item in value:
+                decoded = self.decode(item, typ.elem, struct, path)
+                items.append(_zero_of(typ.elem) if decoded is None else decoded)
+            return items or None
+        if isinstance(typ, _Struct):
+            if not isinstance(value, dict):
+                self.type_error(_json_kind(value), typ.go_type, struct, path)
+                return None
+            found: dict[str, Any] = {}
+            for key, item in value.items():
+                f = typ.field(key)
+                if f is None:
+                    continue  # unknown fields are dropped (strictness is checked elsewhere)
+                sub = f"{path}.{key}" if path else key
+                decoded = self.decode(item, f.type, typ.name, sub)
+                if decoded is None:
+                    found.pop(key, None)
+                else:
+                    found[key] = decoded
+            ordered = {f.name: found[f.name] for f in typ.fields if f.name in found}
+            return ordered or None
+        raise TypeError(f"unknown schema type {typ!r}")
+
+
+_CANONICAL_TIME = re.compile(r"(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)Z")
+_CANONICAL_MICRO = re.compile(r"(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)\.(\d{6})Z")
+
+
+def _canonical_time(value: str, micro: bool) -> str | None:
+    """Fast path: a value already in canonical wire form is returned as is ("" for the zero
+    time); anything else (or an impossible date) goes through :func:`parse_go_time`."""
+    match = (_CANONICAL_MICRO if micro else _CANONICAL_TIME).fullmatch(value)
+    if match is None:
+        return None
+    parts = [int(p) for p in match.groups()]
+    year, month, day, hour, minute, second = parts[:6]
+    try:
+        _dt.datetime(year, month, day, hour, minute, second)
+    except ValueError:
+        return None
+    if parts[:3] == [1, 1, 1] and not any(parts[3:]):
+        return ""
+    return value
+
+
+def _zero_of(typ: Any) -> Any:
+    if isinstance(typ, _Struct):
+        return {}
+    if isinstance(typ, _Str):
+        return ""
+    if isinstance(typ, _Int):
+        return 0
+    if isinstance(typ, _Bool):
+        return False
+    return None
+
+
+def _decode(obj: Any, schema: _Struct) -> dict[str, Any]:
+    decoder = _Decoder()
+    if not isinstance(obj, dict):
+        raise DecodeError(
+            f"json: cannot unmarshal {_json_kind(obj)} into Go value of type {schema.go_type}"
+        )
+    result = decoder.decode(obj, schema, "", "") or {}
+    if decoder.saved is not None:
+        raise decoder.saved
+    return result
+
+
+def _finish_internal(fields: Mapping[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key in INTERNAL_ORDER:
+        if key in fields:
+            out[key] = fields[key]
+        elif key in ("metadata", "involvedObject", "source"):
+            out[key] = {}
+    return out
+
+
+def v1_to_internal(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """Decode an events.k8s.io/v1 Event (a parsed JSON body) into the internal form.
+
+    Raises :class:`DecodeError` where Go's decoder would fail; unknown fields are dropped.
+    """
+    wire = _decode(obj, V1_EVENT)
+    return _finish_internal({V1_TO_INTERNAL[k]: v for k, v in wire.items() if k in V1_TO_INTERNAL})
+
+
+def core_v1_to_internal(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """Decode a core v1 Event into the internal form (same names, same rules)."""
+    wire = _decode(obj, CORE_EVENT)
+    wire.pop("kind", None)
+    wire.pop("apiVersion", None)
+    return _finish_internal(wire)
+
+
+def decode_object_meta(meta: Any) -> dict[str, Any]:
+    """Decode a lone ObjectMeta into its canonical form (errors as for a whole Event)."""
+    return _decode(meta, OBJECT_META)
+
+
+# --- encoding ----------------------------------------------------------------------------
+
+
+def _encode(value: Any, typ: Any) -> Any:
+    if isinstance(typ, _Ptr):
+        return None if value is None else _encode(value, typ.elem)
+    if isinstance(typ, _Struct):
+        source = value or {}
+        out: dict[str, Any] = {}
+        for f in typ.fields:
+            item = source.get(f.name)
+            if _omitted(item, f):
+                continue
+            out[f.name] = _encode(item, f.type) if item is not None else _zero_json(f.type)
+        return out
+    if isinstance(typ, _List):
+        if value is None:
+            return None
+        return [_encode(item, typ.elem) for item in value]
+    if isinstance(typ, _Map):
+        return None if value is None else dict(value)
+    if isinstance(typ, _Time):
+        return value or None
+    return value
+
+
+def _zero_json(typ: Any) -> Any:
+    if isinstance(typ, _Struct):
+        return _encode({}, typ)
+    return _zero_of(typ)
+
+
+def _omitted(value: Any, f: _F) -> bool:
+    """Go's ``omitempty``: never for structs (a Time is a struct), else when empty/nil."""
+    if isinstance(f.type, _Struct | _Time):
+        return False
+    if not f.omitempty:
+        return False
+    if isinstance(f.type, _Ptr):
+        return value is None
+    return not value
+
+
+def _type_meta(api_version: str) -> dict[str, Any]:
+    return {"kind": KIND, "apiVersion": api_version}
+
+
+def internal_to_v1(obj: Mapping[str, Any], *, include_type_meta: bool = True) -> dict[str, Any]:
+    """Encode an internal Event as events.k8s.io/v1 JSON, in Go's field order and with Go's
+    ``omitempty`` rules. ``include_type_meta=False`` for list items (they carry no
+    kind/apiVersion)."""
+    wire = {INTERNAL_TO_V1[k]: v for k, v in obj.items() if k in INTERNAL_TO_V1}
+    if include_type_meta:
+        wire.update(_type_meta(V1_API_VERSION))
+    encoded: dict[str, Any] = _encode(wire, V1_EVENT)
+    return encoded
+
+
+def internal_to_core_v1(
+    obj: Mapping[str, Any], *, include_type_meta: bool = True
+) -> dict[str, Any]:
+    """Encode an internal Event as core v1 JSON (``apiVersion: v1``)."""
+    wire = {k: v for k, v in obj.items() if k not in ("kind", "apiVersion")}
+    if include_type_meta:
+        wire.update(_type_meta(CORE_API_VERSION))
+    encoded: dict[str, Any] = _encode(wire, CORE_EVENT)
+    return encoded
+
+
+def encode_object_meta(meta: Mapping[str, Any]) -> dict[str, Any]:
+    """ObjectMeta JSON in Go's field order (``creationTimestamp: null`` when unset)."""
+    encoded: dict[str, Any] = _encode(meta, OBJECT_META)
+    return encoded
+
+
+def empty_internal(metadata: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """An internal Event with nothing set but (optionally) its metadata."""
+    return _finish_internal({"metadata": dict(metadata or {})})
+
+
+def empty_v1_event(metadata: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The empty events.k8s.io/v1 Event of an initial-events-end BOOKMARK (spec §5), e.g.
+    ``metadata={"resourceVersion": "42", "annotations": {"k8s.io/initial-events-end": "true"}}``.
+    """
+    return internal_to_v1(empty_internal(metadata))
+
+
+def empty_core_event(metadata: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The same for core v1."""
+    return internal_to_core_v1(empty_internal(metadata))

@@ -1,0 +1,828 @@
+"""The REST handlers of ``events.k8s.io/v1``: get, list, watch, create, update, patch, delete
+and deletecollection, with kube-apiserver's semantics (spec/event-resource.md §1-§8).
+
+Follows k8s.io/apiserver ``pkg/endpoints/handlers/{get,create,update,patch,delete,watch}.go``
+and ``pkg/registry/generic/registry/store.go``. Objects are stored in the internal shape (core
+v1 field names); requests and responses are converted at this boundary.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+import uuid
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any
+
+import attrs
+import orjson
+import yaml
+from twisted.internet.defer import Deferred, DeferredSemaphore
+from twisted.internet.interfaces import IReactorTime
+from twisted.logger import Logger
+
+from apiserver.api.events import convert, selection, validation
+from apiserver.api.events.schema import EVENT_V1
+from apiserver.api.events.tables import partial_object, table_for
+from apiserver.api.events.watchstream import WatchStream
+from apiserver.apimachinery import continue_token as tokens
+from apiserver.apimachinery import errors, negotiation, request_options
+from apiserver.apimachinery import patch as fieldmanagement
+from apiserver.apimachinery.fields import FieldSelector, escape_value, parse_field_selector
+from apiserver.apimachinery.labels import LabelSelector
+from apiserver.apimachinery.managedfields import update_managed_fields
+from apiserver.apimachinery.names import generate_name
+from apiserver.http.app import STREAMING, RequestInfo
+from apiserver.http.response import Response
+from apiserver.registry import codec
+from apiserver.registry.store import Obj, Registry, metadata
+from apiserver.storage.interface import CompactedError, FutureRevisionError
+
+log = Logger()
+
+GROUP = "events.k8s.io"
+VERSION = "v1"
+API_VERSION = f"{GROUP}/{VERSION}"
+BASE = f"/apis/{API_VERSION}/"
+GR = errors.GroupResource(GROUP, "events")
+KIND = "Event"
+WIPED_ON_CREATE = (
+    "uid",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "selfLink",
+)
+KEPT_ON_UPDATE = (
+    "uid",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "generation",
+)
+EXPIRED_LIST = "The resourceVersion for the provided list is too old."
+EXPIRED_CONTINUE = (
+    "The provided continue parameter is too old to display a consistent list result. You can "
+    "start a new list without the continue parameter, or use the continue token in this "
+    "response to retrieve the remainder of the results. Continuing with the provided token "
+    "results in an inconsistent list - objects that were created, modified, or deleted between "
+    "the time the first chunk was returned and now may show up in the list."
+)
+
+
+@attrs.frozen
+class Target:
+    """What a path under ``/apis/events.k8s.io/v1/`` addresses."""
+
+    namespace: str | None
+    name: str | None
+    watch_path: bool
+
+    @property
+    def is_item(self) -> bool:
+        return self.name is not None
+
+
+def parse_target(path: str) -> Target | None:
+    """``namespaces/{ns}/events[/{name}]``, ``events``, and the ``watch/`` forms."""
+    if not path.startswith(BASE):
+        return None
+    parts = path[len(BASE) :].split("/")
+    watch_path = False
+    if parts and parts[0] == "watch":
+        watch_path = True
+        parts = parts[1:]
+    if parts == ["events"]:
+        return Target(None, None, watch_path)
+    if len(parts) in (3, 4) and parts[0] == "namespaces" and parts[2] == "events" and parts[1]:
+        if len(parts) == 4:
+            if not parts[3]:
+                return None
+            return Target(parts[1], parts[3], watch_path)
+        return Target(parts[1], None, watch_path)
+    return None
+
+
+def _header(request: Any, name: bytes) -> str:
+    value = request.getHeader(name)
+    return value.decode("latin-1") if value else ""
+
+
+def _rfc3339(seconds: float) -> str:
+    import datetime as _dt
+
+    moment = _dt.datetime.fromtimestamp(int(seconds), _dt.UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def to_v1(internal: Obj, type_meta: bool = True) -> Obj:
+    return convert.internal_to_v1(internal, include_type_meta=type_meta)
+
+
+class EventsAPI:
+    """Serves every events.k8s.io/v1 path; one instance per server."""
+
+    def __init__(
+        self,
+        registry: Registry,
+        clock: IReactorTime,
+        *,
+        min_request_timeout: float = 1800.0,
+        delete_collection_workers: int = 1,
+        lifecycle: Any = None,
+        rng: random.Random | None = None,
+        list_cached: Callable[[bytes, int], Deferred[Any]] | None = None,
+    ) -> None:
+        self.registry = registry
+        self.clock = clock
+        self.min_request_timeout = min_request_timeout
+        self.delete_workers = max(1, delete_collection_workers)
+        self.lifecycle = lifecycle
+        self.rng = rng or random.Random()
+        self.list_cached = list_cached
+
+    # --- dispatch ------------------------------------------------------------------------
+
+    def handle(self, request: Any, info: RequestInfo) -> Response | Deferred[Any] | object:
+        target = parse_target(info.path)
+        if target is None:
+            return errors.StatusError(
+                404, "NotFound", "the server could not find the requested resource", {}
+            ).response()
+        method = info.method
+        if target.watch_path:
+            if method != "GET":
+                return errors.method_not_supported().response()
+            return self._run(self.watch(request, info, target))
+        if target.is_item:
+            handler = {
+                "GET": self.get,
+                "PUT": self.update,
+                "PATCH": self.patch,
+                "DELETE": self.delete,
+            }.get(method)
+        elif target.namespace is None:
+            handler = {"GET": self.list_or_watch}.get(method)
+        else:
+            handler = {
+                "GET": self.list_or_watch,
+                "POST": self.create,
+                "DELETE": self.delete_collection,
+            }.get(method)
+        if handler is None:
+            return errors.method_not_supported().response()
+        return self._run(handler(request, info, target))
+
+    def _run(self, coro: Coroutine[Any, Any, Any]) -> Deferred[Any]:
+        d = Deferred.fromCoroutine(coro)
+
+        def to_status(failure: Any) -> Any:
+            error = failure.check(errors.StatusError)
+            if error is not None:
+                return failure.value.response()
+            if failure.check(CompactedError):
+                return errors.expired(EXPIRED_LIST).response()
+            return failure
+
+        return d.addErrback(to_status)
+
+    # --- shared pieces ---------------------------------------------------------------------
+
+    def _output(self, request: Any, info: RequestInfo, *, is_list: bool, is_watch: bool) -> Any:
+        return negotiation.negotiate_output(
+            _header(request, b"accept") or None, is_list=is_list, is_watch=is_watch
+        )
+
+    def _pretty(self, request: Any, info: RequestInfo, out: Any = None) -> bool:
+        if out is not None and getattr(out, "pretty", False):
+            return True
+        return negotiation.wants_pretty(info.query, _header(request, b"user-agent"))
+
+    def _respond(
+        self,
+        request: Any,
+        info: RequestInfo,
+        code: int,
+        obj: Any,
+        out: Any,
+        warnings: Sequence[str] = (),
+    ) -> Response:
+        media = (
+            "yaml"
+            if out.kind == "yaml" or out.media_type.startswith("application/yaml")
+            else "json"
+        )
+        body = codec.encode(obj, media, self._pretty(request, info, out))
+        headers: list[tuple[str, str]] = [("Content-Type", out.media_type)]
+        for warning in warnings:
+            headers.append(("Warning", f"299 - {errors.go_quote(warning)}"))
+        return Response(code, tuple(headers), body)
+
+    def _render_object(
+        self,
+        request: Any,
+        info: RequestInfo,
+        code: int,
+        internal: Obj,
+        warnings: Sequence[str] = (),
+    ) -> Response:
+        out = self._output(request, info, is_list=False, is_watch=False)
+        if out.kind == "table":
+            body = table_for(
+                [internal],
+                out.version,
+                {"resourceVersion": metadata(internal).get("resourceVersion", "")},
+                negotiation.include_object(info.query),
+                self.clock.seconds(),
+                to_v1,
+            )
+        elif out.kind == "partial":
+            body = partial_object(internal, out.version)
+        else:
+            body = to_v1(internal)
+        return self._respond(request, info, code, body, out, list(warnings))
+
+    def _decode_body(self, request: Any, field_validation: str) -> tuple[Obj, list[str], bytes]:
+        fmt = negotiation.negotiate_body(_header(request, b"content-type") or None)
+        raw = request.content.read() if request.content is not None else b""
+        obj = decode_document(raw, fmt)
+        warnings = self._strict(raw, fmt, field_validation)
+        return obj, warnings, raw
+
+    def _strict(self, raw: bytes, fmt: str, field_validation: str) -> list[str]:
+        if field_validation == "Ignore":
+            return []
+        problems = fieldmanagement.strict_errors(raw, fmt)
+        if not problems:
+            return []
+        if field_validation == "Strict":
+            raise errors.bad_request(
+                f'{KIND} in version "{VERSION}" cannot be handled as a {KIND}: '
+                f"strict decoding error: {', '.join(problems)}"
+            )
+        return problems
+
+    @staticmethod
+    def _check_type_meta(obj: Obj) -> None:
+        api_version = obj.get("apiVersion")
+        if api_version and api_version != API_VERSION:
+            raise errors.bad_request(
+                f"the API version in the data ({api_version}) does not match the expected API "
+                f"version ({API_VERSION})"
+            )
+        kind = obj.get("kind")
+        if kind and kind != KIND:
+            raise errors.bad_request(
+                f'{KIND} in version "{VERSION}" cannot be handled as a {KIND}: '
+                f'no kind "{kind}" is registered for version "{API_VERSION}" in scheme '
+                '"pkg/api/legacyscheme/scheme.go:30"'
+            )
+
+    @staticmethod
+    def _to_internal(obj: Obj) -> Obj:
+        try:
+            return convert.v1_to_internal(obj)
+        except convert.DecodeError as error:
+            raise errors.bad_request(
+                f'{KIND} in version "{VERSION}" cannot be handled as a {KIND}: {error}'
+            ) from None
+
+    def _manager(self, request: Any, opts: Any) -> str:
+        return request_options.field_manager_or_user_agent(
+            opts.field_manager or "", _header(request, b"user-agent")
+        )
+
+    # --- get -----------------------------------------------------------------------------
+
+    async def get(self, request: Any, info: RequestInfo, target: Target) -> Response:
+        assert target.namespace is not None and target.name is not None
+        rv = _query_str(info.query, b"resourceVersion")
+        if rv not in ("", "0"):
+            wanted = _parse_rv(rv)
+            current = await self.registry.current_revision()
+            if wanted > current:
+                raise errors.too_large_resource_version(wanted, current)
+        obj = await self.registry.get(target.namespace, target.name)
+        return self._render_object(request, info, 200, obj)
+
+    # --- create ----------------------------------------------------------------------------
+
+    async def create(self, request: Any, info: RequestInfo, target: Target) -> Response:
+        assert target.namespace is not None
+        opts = request_options.parse_write_options(info.query)
+        request_options.validate_create_options(opts)
+        body, warnings, _ = self._decode_body(request, opts.effective_field_validation)
+        self._check_type_meta(body)
+        internal = self._to_internal(body)
+        meta = metadata(internal)
+        for key in WIPED_ON_CREATE:
+            meta.pop(key, None)
+        namespace = meta.get("namespace") or ""
+        if namespace and namespace != target.namespace:
+            raise errors.bad_request(
+                "the namespace of the provided object does not match the namespace sent on the "
+                "request"
+            )
+        meta["namespace"] = target.namespace
+        if meta.get("resourceVersion"):
+            raise errors.StatusError(
+                500, "", "resourceVersion should not be set on objects to be created"
+            )
+        manager = self._manager(request, opts)
+        dry_run = bool(opts.dry_run)
+        attempts = 8 if meta.get("generateName") and not meta.get("name") else 1
+        for attempt in range(attempts):
+            candidate = _deep_copy(internal)
+            cmeta = metadata(candidate)
+            if attempts > 1:
+                cmeta["name"] = generate_name(cmeta["generateName"], self.rng)
+            self._prepare_create(candidate, manager)
+            try:
+                created = await self.registry.create(candidate, dry_run=dry_run)
+            except errors.StatusError as error:
+                if error.reason == "AlreadyExists" and attempts > 1:
+                    if attempt == attempts - 1:
+                        raise errors.generate_name_conflict(GR, cmeta["name"]) from None
+                    continue
+                raise
+            if dry_run:
+                metadata(created).pop("resourceVersion", None)
+            return self._render_object(request, info, 201, created, warnings)
+        raise AssertionError("unreachable")
+
+    def _prepare_create(self, internal: Obj, manager: str) -> None:
+        """Validation, then the server-set fields (uid, creationTimestamp, managedFields)."""
+        meta = metadata(internal)
+        meta["uid"] = str(uuid.uuid4())
+        meta["creationTimestamp"] = _rfc3339(self.clock.seconds())
+        self._validate_create(internal)
+        self._track_update(None, internal, manager)
+
+    def _validate_create(self, internal: Obj) -> None:
+        errs = validation.validate_create(internal, api=API_VERSION)
+        if errs:
+            raise errors.invalid_error(KIND, metadata(internal).get("name", "") or "", errs)
+
+    def _track_update(self, old: Obj | None, new: Obj, manager: str) -> None:
+        """managedFields for an ``Update`` operation by ``manager`` (v1 field paths)."""
+        old_v1 = to_v1(old) if old is not None else None
+        new_v1 = to_v1(new)
+        metadata(new)["managedFields"] = update_managed_fields(
+            old_v1,
+            new_v1,
+            manager,
+            "Update",
+            API_VERSION,
+            _rfc3339(self.clock.seconds()),
+            EVENT_V1,
+        )
+
+    # --- update ----------------------------------------------------------------------------
+
+    async def update(self, request: Any, info: RequestInfo, target: Target) -> Response:
+        assert target.namespace is not None and target.name is not None
+        opts = request_options.parse_write_options(info.query)
+        request_options.validate_update_options(opts)
+        body, warnings, _ = self._decode_body(request, opts.effective_field_validation)
+        self._check_type_meta(body)
+        new = self._to_internal(body)
+        self._check_identity(new, target)
+        manager = self._manager(request, opts)
+
+        async def try_update(current: Obj | None) -> Obj:
+            candidate = _deep_copy(new)
+            if current is None:
+                meta = metadata(candidate)
+                for key in WIPED_ON_CREATE:
+                    meta.pop(key, None)
+                meta.pop("resourceVersion", None)
+                self._prepare_create(candidate, manager)
+                return candidate
+            return self._prepare_update(candidate, current, manager, check_rv=True)
+
+        obj, created = await self.registry.guaranteed_update(
+            target.namespace, target.name, try_update, dry_run=bool(opts.dry_run)
+        )
+        return self._render_object(request, info, 201 if created else 200, obj, warnings)
+
+    def _check_identity(self, obj: Obj, target: Target) -> None:
+        meta = metadata(obj)
+        name = meta.get("name") or ""
+        if name != target.name:
+            raise errors.bad_request(
+                f"the name of the object ({name}) does not match the name on the URL "
+                f"({target.name})"
+            )
+        namespace = meta.get("namespace") or ""
+        if namespace and namespace != target.namespace:
+            raise errors.bad_request(
+                f"the namespace of the object ({namespace}) does not match the namespace on the "
+                f"request ({target.namespace})"
+            )
+        meta["namespace"] = target.namespace
+
+    def _prepare_update(
+        self, new: Obj, current: Obj, manager: str | None, *, check_rv: bool
+    ) -> Obj:
+        meta, cur_meta = metadata(new), metadata(current)
+        name = cur_meta.get("name", "")
+        rv = meta.get("resourceVersion") or ""
+        if check_rv and rv and rv != cur_meta.get("resourceVersion"):
+            raise errors.conflict(GR, name, errors.MODIFIED)
+        uid = meta.get("uid") or ""
+        if uid and uid != cur_meta.get("uid"):
+            raise errors.conflict(
+                GR,
+                name,
+                "StorageError: invalid object, Code: 4, Key: "
+                f"{self.registry.key(cur_meta.get('namespace', ''), name).decode()}, "
+                "ResourceVersion: 0, AdditionalErrorMsg: Precondition failed: UID in "
+                f"precondition: {uid}, UID in object meta: {cur_meta.get('uid', '')}",
+            )
+        for key in KEPT_ON_UPDATE:
+            if key == "uid" and uid:
+                continue
+            if key in cur_meta:
+                meta[key] = cur_meta[key]
+            else:
+                meta.pop(key, None)
+        if "managedFields" not in meta and "managedFields" in cur_meta:
+            meta["managedFields"] = cur_meta["managedFields"]
+        meta["resourceVersion"] = cur_meta.get("resourceVersion", "")
+        errs = validation.validate_update(new, current, api=API_VERSION)
+        if errs:
+            raise errors.invalid_error(KIND, name, errs)
+        if manager is not None:
+            self._track_update(current, new, manager)
+        return new
+
+    # --- patch -----------------------------------------------------------------------------
+
+    async def patch(self, request: Any, info: RequestInfo, target: Target) -> Response:
+        assert target.namespace is not None and target.name is not None
+        patch_type = negotiation.patch_type(_header(request, b"content-type") or None)
+        opts = request_options.parse_write_options(info.query)
+        request_options.validate_patch_options(opts, patch_type)
+        raw = request.content.read() if request.content is not None else b""
+        manager = self._manager(request, opts)
+        patcher = fieldmanagement.Patcher(
+            patch_type,
+            raw,
+            manager=manager,
+            force=bool(opts.force),
+            api_version=API_VERSION,
+            validation=opts.effective_field_validation,
+        )
+
+        async def try_update(current: Obj | None) -> Obj:
+            now = _rfc3339(self.clock.seconds())
+            current_v1 = to_v1(current) if current is not None else None
+            if current_v1 is None:
+                if patch_type != "apply":
+                    raise errors.not_found(GR, target.name or "")
+                uid = patcher.uid_in_patch()
+                if uid:
+                    raise errors.conflict(
+                        GR,
+                        target.name or "",
+                        f"uid mismatch: the provided object specified uid {uid}, and no "
+                        "existing object was found",
+                    )
+            patched = patcher.apply(current_v1, now)
+            new = self._to_internal(patched)
+            self._check_identity(new, target)
+            if current is None:
+                meta = metadata(new)
+                for key in WIPED_ON_CREATE:
+                    meta.pop(key, None)
+                meta.pop("resourceVersion", None)
+                meta["uid"] = str(uuid.uuid4())
+                meta["creationTimestamp"] = _rfc3339(self.clock.seconds())
+                self._validate_create(new)
+                return new
+            # The Patcher already tracked managedFields for this manager.
+            return self._prepare_update(new, current, None, check_rv=True)
+
+        obj, created = await self.registry.guaranteed_update(
+            target.namespace, target.name, try_update, dry_run=bool(opts.dry_run)
+        )
+        warnings = list(getattr(patcher, "warnings", []))
+        return self._render_object(request, info, 201 if created else 200, obj, warnings)
+
+    # --- delete ----------------------------------------------------------------------------
+
+    def _delete_options(self, request: Any, info: RequestInfo) -> Any:
+        raw = request.content.read() if request.content is not None else b""
+        fmt = "json"
+        if raw.strip():
+            fmt = negotiation.negotiate_body(_header(request, b"content-type") or None)
+        opts = request_options.parse_delete_options(info.query, raw, fmt)
+        request_options.validate_delete_options(opts)
+        return opts
+
+    async def delete(self, request: Any, info: RequestInfo, target: Target) -> Response:
+        assert target.namespace is not None and target.name is not None
+        opts = self._delete_options(request, info)
+        check = _preconditions(opts)
+        deleted = await self.registry.delete(
+            target.namespace, target.name, check, dry_run=bool(opts.dry_run)
+        )
+        meta = metadata(deleted)
+        body = {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Success",
+            "details": {
+                "name": meta.get("name", ""),
+                "group": GROUP,
+                "kind": "events",
+                "uid": meta.get("uid", ""),
+            },
+        }
+        return Response(200, (("Content-Type", "application/json"),), codec.encode_json(body))
+
+    async def delete_collection(self, request: Any, info: RequestInfo, target: Target) -> Response:
+        assert target.namespace is not None
+        delete_opts = self._delete_options(request, info)
+        list_opts = request_options.parse_list_options(info.query)
+        request_options.validate_list_options(list_opts, is_watch=False)
+        keep = self._filter(list_opts, target.namespace)
+        page = await self.registry.list_page(target.namespace, keep=keep)
+        check = _preconditions(delete_opts)
+        semaphore = DeferredSemaphore(self.delete_workers)
+        deleted: list[Obj] = []
+
+        async def delete_one(obj: Obj) -> None:
+            meta = metadata(obj)
+            try:
+                gone = await self.registry.delete(
+                    target.namespace or "", meta["name"], check, dry_run=bool(delete_opts.dry_run)
+                )
+            except errors.StatusError as error:
+                if error.reason == "NotFound":
+                    return
+                raise
+            deleted.append(gone)
+
+        await _gather([semaphore.run(_as_deferred, delete_one, obj) for obj in page.items])
+        order = {metadata(o)["name"]: i for i, o in enumerate(page.items)}
+        deleted.sort(key=lambda o: order.get(metadata(o)["name"], 0))
+        body = {
+            "kind": "EventList",
+            "apiVersion": API_VERSION,
+            "metadata": {"resourceVersion": str(page.revision)},
+            "items": [to_v1(o, type_meta=False) for o in deleted],
+        }
+        out = self._output(request, info, is_list=True, is_watch=False)
+        return self._respond(request, info, 200, body, out)
+
+    # --- list and watch --------------------------------------------------------------------
+
+    def _filter(self, opts: Any, namespace: str | None) -> Callable[[Obj], bool] | None:
+        labels = _parse_labels(opts.label_selector)
+        fields = _parse_fields(opts.field_selector)
+        if labels is None and fields is None:
+            return None
+
+        def keep(obj: Obj) -> bool:
+            if labels is not None and not labels.matches(selection.event_labels(obj)):
+                return False
+            return fields is None or fields.matches(selection.event_fields(obj))
+
+        return keep
+
+    async def list_or_watch(self, request: Any, info: RequestInfo, target: Target) -> Any:
+        opts = request_options.parse_list_options(info.query)
+        if opts.watch:
+            return await self.watch(request, info, target)
+        request_options.validate_list_options(opts, is_watch=False)
+        keep = self._filter(opts, target.namespace)
+        namespace = target.namespace or _namespace_from_fields(opts.field_selector)
+        rv_text = opts.resource_version or ""
+        match = opts.resource_version_match or ""
+        limit = opts.limit or 0
+        start_key = b""
+        revision = 0
+        prefix = self.registry.prefix(namespace)
+        if opts.continue_:
+            if rv_text not in ("", "0"):
+                raise errors.bad_request(
+                    "specifying resource version is not allowed when using continue"
+                )
+            try:
+                start, token_rv = tokens.decode_continue(opts.continue_, prefix.decode())
+            except tokens.ContinueTokenError as error:
+                raise errors.bad_request(str(error)) from None
+            start_key = start.encode()
+            revision = token_rv if token_rv > 0 else 0
+        elif rv_text not in ("", "0"):
+            wanted = _parse_rv(rv_text)
+            if match == "Exact" or (match == "" and limit > 0):
+                revision = wanted
+            else:
+                current = await self.registry.current_revision()
+                if wanted > current:
+                    raise errors.too_large_resource_version(wanted, current)
+        try:
+            page = await self.registry.list_page(
+                namespace,
+                start_key=start_key,
+                revision=revision,
+                limit=limit,
+                keep=keep,
+                want_remaining=keep is None,
+            )
+        except CompactedError:
+            if opts.continue_:
+                start = start_key[len(prefix) :].rstrip(b"\x00").decode()
+                fresh = tokens.encode_continue(start, -1)
+                raise errors.StatusError(
+                    410, "Expired", EXPIRED_CONTINUE, list_meta={"continue": fresh}
+                ) from None
+            raise errors.expired(EXPIRED_LIST) from None
+        except FutureRevisionError:
+            current = await self.registry.current_revision()
+            raise errors.too_large_resource_version(revision, current) from None
+        list_meta: dict[str, Any] = {"resourceVersion": str(page.revision)}
+        if page.next_key is not None:
+            list_meta["continue"] = tokens.encode_continue(
+                page.next_key[len(prefix) :].rstrip(b"\x00").decode(), page.revision
+            )
+            if page.remaining is not None:
+                list_meta["remainingItemCount"] = page.remaining
+        return self._render_list(request, info, page.items, list_meta)
+
+    def _render_list(
+        self, request: Any, info: RequestInfo, items: list[Obj], list_meta: dict[str, Any]
+    ) -> Response:
+        out = self._output(request, info, is_list=True, is_watch=False)
+        if out.kind == "table":
+            body = table_for(
+                items,
+                out.version,
+                list_meta,
+                negotiation.include_object(info.query),
+                self.clock.seconds(),
+                to_v1,
+            )
+        elif out.kind == "partial":
+            body = {
+                "kind": "PartialObjectMetadataList",
+                "apiVersion": f"meta.k8s.io/{out.version}",
+                "metadata": list_meta,
+                "items": [partial_object(o, out.version) for o in items],
+            }
+        else:
+            body = {
+                "kind": "EventList",
+                "apiVersion": API_VERSION,
+                "metadata": list_meta,
+                "items": [to_v1(o, type_meta=False) for o in items],
+            }
+        return self._respond(request, info, 200, body, out)
+
+    async def watch(self, request: Any, info: RequestInfo, target: Target) -> object:
+        opts = request_options.parse_list_options(info.query, watch_path=target.watch_path)
+        request_options.validate_list_options(opts, is_watch=True)
+        opts = request_options.default_watch_list(opts)
+        if target.name is not None:
+            existing = opts.field_selector
+            named = existing.requires_exact_match("metadata.name")
+            if named is not None and named != target.name:
+                raise errors.bad_request("fieldSelector metadata.name doesn't match requested name")
+            term = f"metadata.name={escape_value(target.name)}"
+            text = f"{existing},{term}" if not existing.empty else term
+            opts = dataclasses.replace(opts, field_selector=parse_field_selector(text))
+        keep = self._filter(opts, target.namespace)
+        out = self._output(request, info, is_list=False, is_watch=True)
+        namespace = target.namespace or _namespace_from_fields(opts.field_selector)
+        if opts.timeout_seconds:
+            timeout = float(opts.timeout_seconds)
+        else:
+            timeout = self.min_request_timeout * (1 + self.rng.random())
+        stream = WatchStream(
+            request,
+            self.registry,
+            namespace,
+            keep=keep,
+            out=out,
+            clock=self.clock,
+            timeout=timeout,
+            resource_version=opts.resource_version or "",
+            send_initial_events=bool(opts.send_initial_events),
+            allow_bookmarks=bool(opts.allow_watch_bookmarks),
+            include_object=negotiation.include_object(info.query),
+            pretty=self._pretty(request, info),
+            to_v1=to_v1,
+            lifecycle=self.lifecycle,
+        )
+        await stream.start()
+        return STREAMING
+
+
+# --- module helpers ------------------------------------------------------------------------
+
+
+def decode_document(raw: bytes, fmt: str) -> Obj:
+    """A request body as a dict; syntax errors are 400 as the reference words them."""
+    if fmt == "yaml":
+        try:
+            value = yaml.safe_load(raw) if raw.strip() else None
+        except yaml.YAMLError as error:
+            raise errors.bad_request(f"error converting YAML to JSON: {error}") from None
+    else:
+        try:
+            value = orjson.loads(raw) if raw.strip() else None
+        except orjson.JSONDecodeError as error:
+            raise errors.bad_request(
+                f"couldn't get version/kind; json parse error: {error}"
+            ) from None
+    if value is None:
+        raise errors.bad_request(
+            "Object 'Kind' is missing in '" + raw.decode("utf-8", "replace") + "'"
+        )
+    if not isinstance(value, dict):
+        raise errors.bad_request(
+            f'{KIND} in version "{VERSION}" cannot be handled as a {KIND}: json: cannot '
+            f"unmarshal {type(value).__name__} into Go value of type v1.Event"
+        )
+    return value
+
+
+def _deep_copy(obj: Obj) -> Obj:
+    result: Obj = orjson.loads(orjson.dumps(obj))
+    return result
+
+
+def _query_str(query: dict[bytes, list[bytes]], name: bytes) -> str:
+    values = query.get(name)
+    return values[-1].decode("utf-8", "replace") if values else ""
+
+
+def _parse_rv(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise errors.bad_request(f"invalid resource version: {text}") from None
+    if value < 0:
+        raise errors.bad_request(f"invalid resource version: {text}")
+    return value
+
+
+def _parse_labels(selector: LabelSelector) -> LabelSelector | None:
+    return None if selector.empty else selector
+
+
+def _parse_fields(selector: FieldSelector) -> FieldSelector | None:
+    """The selector in internal field labels (400 for labels the API does not support)."""
+    if selector.empty:
+        return None
+    return selector.transform(
+        lambda label, value: selection.convert_field_label(API_VERSION, label, value)
+    )
+
+
+def _namespace_from_fields(selector: FieldSelector) -> str | None:
+    """A ``metadata.namespace=x`` term narrows a cluster-wide list or watch to ``x``."""
+    return selector.requires_exact_match("metadata.namespace")
+
+
+def _preconditions(opts: Any) -> Callable[[Obj], None]:
+    uid = opts.preconditions_uid
+    rv = opts.preconditions_resource_version
+
+    def check(current: Obj) -> None:
+        meta = metadata(current)
+        name = meta.get("name", "")
+        if uid and uid != meta.get("uid"):
+            raise errors.conflict(
+                errors.GroupResource("", KIND),
+                name,
+                f"the UID in the precondition ({uid}) does not match the UID in record "
+                f"({meta.get('uid', '')}). The object might have been deleted and then recreated",
+            )
+        if rv and rv != meta.get("resourceVersion"):
+            raise errors.conflict(
+                errors.GroupResource("", KIND),
+                name,
+                f"the ResourceVersion in the precondition ({rv}) does not match the "
+                f"ResourceVersion in record ({meta.get('resourceVersion', '')}). The object "
+                "might have been modified",
+            )
+
+    return check
+
+
+def _as_deferred(fn: Callable[[Obj], Coroutine[Any, Any, None]], obj: Obj) -> Deferred[None]:
+    return Deferred.fromCoroutine(fn(obj))
+
+
+async def _gather(deferreds: list[Deferred[Any]]) -> None:
+    from twisted.internet.defer import gatherResults
+
+    if deferreds:
+        await gatherResults(deferreds, consumeErrors=True)
+
+
+__all__ = ["EventsAPI", "Target", "decode_document", "parse_target"]

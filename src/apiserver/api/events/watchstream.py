@@ -1,0 +1,220 @@
+"""One client watch: a chunked stream of ``{"type": ..., "object": ...}`` lines.
+
+Follows k8s.io/apiserver ``pkg/endpoints/handlers/watch.go`` (headers flushed at once, one
+JSON document and a newline per event, a clean end on timeout) and ``pkg/storage/etcd3/
+watcher.go`` (initial events, then changes after the start revision; an update that starts
+matching the selectors is ADDED, one that stops matching is DELETED with the old object;
+DELETED carries the last state with the deletion's revision). See spec/event-resource.md §5.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+from twisted.internet.interfaces import IDelayedCall, IReactorTime
+from twisted.logger import Logger
+from twisted.python.failure import Failure
+
+from apiserver.api.events import convert
+from apiserver.api.events.tables import partial_object, table_for
+from apiserver.http.status import status_body
+from apiserver.registry.store import Obj, Registry, metadata
+from apiserver.storage.interface import CompactedError, KeyValue, Watch, WatchEvent
+
+log = Logger()
+
+INITIAL_EVENTS_END = "k8s.io/initial-events-end"
+TOO_OLD = "The resourceVersion for the provided watch is too old."
+
+
+class WatchStream:
+    """Streams changes of one registry prefix to one HTTP request until it ends."""
+
+    def __init__(
+        self,
+        request: Any,
+        registry: Registry,
+        namespace: str | None,
+        *,
+        keep: Callable[[Obj], bool] | None,
+        out: Any,
+        clock: IReactorTime,
+        timeout: float,
+        resource_version: str,
+        send_initial_events: bool,
+        allow_bookmarks: bool,
+        include_object: str,
+        pretty: bool,
+        to_v1: Callable[..., Obj],
+        lifecycle: Any = None,
+    ) -> None:
+        self.request = request
+        self.registry = registry
+        self.namespace = namespace
+        self.keep = keep
+        self.out = out
+        self.clock = clock
+        self.timeout = timeout
+        self.resource_version = resource_version
+        self.send_initial_events = send_initial_events
+        self.allow_bookmarks = allow_bookmarks
+        self.include_object = include_object
+        self.to_v1 = to_v1
+        self.lifecycle = lifecycle
+        self.watch: Watch | None = None
+        self.timer: IDelayedCall | None = None
+        self.ended = False
+        self._columns_sent = False
+
+    async def start(self) -> None:
+        initial: list[Obj] = []
+        rv = self.resource_version
+        if rv in ("", "0"):
+            if self.send_initial_events:
+                page = await self.registry.list_page(self.namespace, keep=self.keep)
+                initial = page.items
+                start_revision = page.revision + 1
+                initial_revision = page.revision
+            else:
+                start_revision = await self.registry.current_revision() + 1
+                initial_revision = start_revision - 1
+        else:
+            start_revision = int(rv) + 1
+            initial_revision = int(rv)
+
+        request = self.request
+        request.setResponseCode(200)
+        request.setHeader(b"content-type", self.out.media_type.encode())
+        request.setHeader(b"cache-control", b"no-cache, private")
+        request.write(b"")
+        request.notifyFinish().addBoth(self._client_gone)
+        if self.lifecycle is not None:
+            self.lifecycle.add_watch(self)
+
+        for obj in initial:
+            self._send("ADDED", obj)
+        if self.send_initial_events and self.allow_bookmarks:
+            self._bookmark(initial_revision, initial_events_end=True)
+
+        if self.ended:
+            return
+        self.watch = self.registry.watch(self.namespace, start_revision, self._on_event)
+        self.watch.done.addErrback(self._watch_failed)
+        if not self.ended:
+            self.timer = self.clock.callLater(self.timeout, self.end)
+
+    # --- events ------------------------------------------------------------------------
+
+    def _on_event(self, event: WatchEvent) -> None:
+        if self.ended:
+            return
+        if event.type == "BOOKMARK":
+            if self.allow_bookmarks:
+                self._bookmark(event.kv.mod_revision)
+            return
+        keep = self.keep
+        new = self.registry.decode(event.kv) if event.type == "PUT" else None
+        old = self._old(event.prev_kv, event.kv.mod_revision) if event.prev_kv else None
+        new_match = new is not None and (keep is None or keep(new))
+        old_match = old is not None and (keep is None or keep(old))
+        if new_match:
+            assert new is not None
+            self._send("MODIFIED" if old_match else "ADDED", new)
+        elif old_match:
+            assert old is not None
+            self._send("DELETED", old)
+
+    def _old(self, kv: KeyValue, revision: int) -> Obj:
+        obj = self.registry.decode(kv)
+        metadata(obj)["resourceVersion"] = str(revision)
+        return obj
+
+    def _encode_object(self, obj: Obj) -> Any:
+        kind = self.out.kind
+        if kind == "table":
+            table = table_for(
+                [obj],
+                self.out.version,
+                {"resourceVersion": metadata(obj).get("resourceVersion", "")},
+                self.include_object,
+                self.clock.seconds(),
+                self.to_v1,
+            )
+            if self._columns_sent:
+                table["columnDefinitions"] = None
+            self._columns_sent = True
+            return table
+        if kind == "partial":
+            return partial_object(obj, self.out.version)
+        return self.to_v1(obj)
+
+    def _send(self, event_type: str, obj: Obj) -> None:
+        self._write({"type": event_type, "object": self._encode_object(obj)})
+
+    def _bookmark(self, revision: int, initial_events_end: bool = False) -> None:
+        meta: dict[str, Any] = {"resourceVersion": str(revision)}
+        if initial_events_end:
+            meta["annotations"] = {INITIAL_EVENTS_END: "true"}
+        empty = convert.empty_v1_event(meta)
+        meta = empty["metadata"]
+        if self.out.kind == "partial":
+            body: Any = {
+                "kind": "PartialObjectMetadata",
+                "apiVersion": f"meta.k8s.io/{self.out.version}",
+                "metadata": meta,
+            }
+        else:
+            body = empty
+        self._write({"type": "BOOKMARK", "object": body})
+
+    def _write(self, event: dict[str, Any]) -> None:
+        if self.ended:
+            return
+        try:
+            self.request.write(orjson.dumps(event, option=orjson.OPT_APPEND_NEWLINE))
+        except Exception:
+            log.failure("writing a watch event failed")
+            self.end()
+
+    def _watch_failed(self, failure: Failure) -> None:
+        if self.ended:
+            return
+        if failure.check(CompactedError):
+            status = status_body(410, "Expired", TOO_OLD)
+            self._write({"type": "ERROR", "object": status})
+        else:
+            log.failure("watch on {prefix} failed", failure, prefix=self.namespace)
+            status = status_body(
+                500, "InternalError", f"Internal error occurred: {failure.getErrorMessage()}"
+            )
+            self._write({"type": "ERROR", "object": status})
+        self.end()
+
+    # --- ending ------------------------------------------------------------------------
+
+    def terminate(self) -> None:
+        """The server is shutting down: end the stream cleanly (spec §3)."""
+        self.end()
+
+    def end(self) -> None:
+        """Finish the chunked response (timeout, shutdown or a watch error)."""
+        if self.ended:
+            return
+        self._stop()
+        if not self.request.finished and not getattr(self.request, "_disconnected", False):
+            self.request.finish()
+
+    def _client_gone(self, _: object) -> None:
+        self._stop()
+
+    def _stop(self) -> None:
+        self.ended = True
+        if self.timer is not None and self.timer.active():
+            self.timer.cancel()
+        if self.watch is not None:
+            self.watch.cancel()
+            self.watch = None
+        if self.lifecycle is not None:
+            self.lifecycle.remove_watch(self)

@@ -1,0 +1,650 @@
+"""Strict decoding checks (``unknown field``/``duplicate field``) and Go's JSON error texts.
+
+kube-apiserver decodes request bodies with ``sigs.k8s.io/json``'s ``UnmarshalStrict`` when
+``fieldValidation`` is ``Warn`` (the default) or ``Strict`` (spec §6.5). That decoder keeps
+going after an unknown or duplicate field and returns the list of such problems, each worded
+``unknown field "<path>"`` or ``duplicate field "<path>"`` where the path joins field names
+with ``.`` and list indexes as ``[i]`` (``spec.containers[0].foo``); repeated texts are kept
+once and at most 100 are kept. The value of an unknown field is not looked into; the value of a
+duplicate field is. Types with their own ``UnmarshalJSON`` (times, ``FieldsV1``) are opaque.
+
+YAML bodies are turned into JSON first (``sigs.k8s.io/yaml``): duplicate keys are reported by
+a strict YAML pass as one error, ``error converting YAML to JSON: yaml: unmarshal errors:\\n
+line N: key "k" already set in map``, and the unknown fields are found in the converted JSON,
+whose object keys Go's encoder sorted -- so for YAML they come in sorted order, not document
+order (``k8s.io/apimachinery`` ``pkg/runtime/serializer/json/json.go``).
+
+The JSON scanner here is a port of the state machine of Go's ``encoding/json`` ``scanner.go``
+so that syntax errors read exactly like kube-apiserver's (``invalid character 'x' looking for
+beginning of value``, ``unexpected end of JSON input``). Written here because Python's
+``json`` module words its errors differently and accepts ``NaN``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from typing import Any, Literal
+
+import yaml
+
+from apiserver.apimachinery.errors import go_quote
+from apiserver.apimachinery.schema import (
+    List,
+    Map,
+    PathElement,
+    Scalar,
+    Struct,
+    Type,
+    Untyped,
+    format_path,
+)
+
+MAX_STRICT_ERRORS = 100
+
+ANY = Scalar("any")
+"""Go's ``interface{}``: objects inside are checked for duplicate keys, never for unknown ones."""
+
+# --- Go's JSON scanner -----------------------------------------------------------------------
+
+_SPACE = frozenset(b" \t\r\n")
+_DIGITS = frozenset(b"0123456789")
+_HEX = frozenset(b"0123456789abcdefABCDEF")
+
+
+def _quote_char(c: int) -> str:
+    """Go's ``quoteChar``: the offending byte as it appears in a syntax error."""
+    if c == 0x27:
+        return "'\\''"
+    if c == 0x22:
+        return "'\"'"
+    return "'" + go_quote(chr(c))[1:-1] + "'"
+
+
+class _Scanner:
+    """``encoding/json``'s scanner: one method per state, a stack of open containers."""
+
+    OBJECT_KEY, OBJECT_VALUE, ARRAY_VALUE = 0, 1, 2
+
+    def __init__(self) -> None:
+        self.step: Callable[[int], None] = self.begin_value
+        self.stack: list[int] = []
+        self.end_top = False
+        self.err: str | None = None
+
+    def fail(self, c: int, context: str) -> None:
+        self.step = self.stop
+        self.err = f"invalid character {_quote_char(c)} {context}"
+
+    def stop(self, c: int) -> None:
+        return None
+
+    def begin_value_or_empty(self, c: int) -> None:
+        if c in _SPACE:
+            return
+        if c == ord("]"):
+            self.end_value(c)
+            return
+        self.begin_value(c)
+
+    def begin_value(self, c: int) -> None:
+        if c in _SPACE:
+            return
+        if c == ord("{"):
+            self.step = self.begin_string_or_empty
+            self.stack.append(self.OBJECT_KEY)
+        elif c == ord("["):
+            self.step = self.begin_value_or_empty
+            self.stack.append(self.ARRAY_VALUE)
+        elif c == ord('"'):
+            self.step = self.in_string
+        elif c == ord("-"):
+            self.step = self.neg
+        elif c == ord("0"):
+            self.step = self.zero
+        elif c == ord("t"):
+            self.step = self._literal("true", 1)
+        elif c == ord("f"):
+            self.step = self._literal("false", 1)
+        elif c == ord("n"):
+            self.step = self._literal("null", 1)
+        elif 0x31 <= c <= 0x39:
+            self.step = self.one
+        else:
+            self.fail(c, "looking for beginning of value")
+
+    def begin_string_or_empty(self, c: int) -> None:
+        if c in _SPACE:
+            return
+        if c == ord("}"):
+            self.stack[-1] = self.OBJECT_VALUE
+            self.end_value(c)
+            return
+        self.begin_string(c)
+
+    def begin_string(self, c: int) -> None:
+        if c in _SPACE:
+            return
+        if c == ord('"'):
+            self.step = self.in_string
+            return
+        self.fail(c, "looking for beginning of object key string")
+
+    def end_value(self, c: int) -> None:
+        if not self.stack:
+            self.step = self.end_top_step
+            self.end_top = True
+            self.end_top_step(c)
+            return
+        if c in _SPACE:
+            self.step = self.end_value
+            return
+        top = self.stack[-1]
+        if top == self.OBJECT_KEY:
+            if c == ord(":"):
+                self.stack[-1] = self.OBJECT_VALUE
+                self.step = self.begin_value
+                return
+            self.fail(c, "after object key")
+        elif top == self.OBJECT_VALUE:
+            if c == ord(","):
+                self.stack[-1] = self.OBJECT_KEY
+                self.step = self.begin_string
+                return
+            if c == ord("}"):
+                self.pop()
+                return
+            self.fail(c, "after object key:value pair")
+        else:
+            if c == ord(","):
+                self.step = self.begin_value
+                return
+            if c == ord("]"):
+                self.pop()
+                return
+            self.fail(c, "after array element")
+
+    def pop(self) -> None:
+        self.stack.pop()
+        if not self.stack:
+            self.step = self.end_top_step
+            self.end_top = True
+        else:
+            self.step = self.end_value
+
+    def end_top_step(self, c: int) -> None:
+        if c not in _SPACE:
+            self.fail(c, "after top-level value")
+
+    def in_string(self, c: int) -> None:
+        if c == ord('"'):
+            self.step = self.end_value
+        elif c == ord("\\"):
+            self.step = self.in_string_esc
+        elif c < 0x20:
+            self.fail(c, "in string literal")
+
+    def in_string_esc(self, c: int) -> None:
+        if c in b'bfnrt\\/"':
+            self.step = self.in_string
+        elif c == ord("u"):
+            self.step = self._esc_u(4)
+        else:
+            self.fail(c, "in string escape code")
+
+    def _esc_u(self, remaining: int) -> Callable[[int], None]:
+        def step(c: int) -> None:
+            if c not in _HEX:
+                self.fail(c, "in \\u hexadecimal character escape")
+            elif remaining == 1:
+                self.step = self.in_string
+            else:
+                self.step = self._esc_u(remaining - 1)
+
+        return step
+
+    def neg(self, c: int) -> None:
+        if c == ord("0"):
+            self.step = self.zero
+        elif 0x31 <= c <= 0x39:
+            self.step = self.one
+        else:
+            self.fail(c, "in numeric literal")
+
+    def one(self, c: int) -> None:
+        if c in _DIGITS:
+            return
+        self.zero(c)
+
+    def zero(self, c: int) -> None:
+        if c == ord("."):
+            self.step = self.dot
+        elif c in b"eE":
+            self.step = self.exp
+        else:
+            self.end_value(c)
+
+    def dot(self, c: int) -> None:
+        if c in _DIGITS:
+            self.step = self.dot0
+        else:
+            self.fail(c, "after decimal point in numeric literal")
+
+    def dot0(self, c: int) -> None:
+        if c in _DIGITS:
+            return
+        if c in b"eE":
+            self.step = self.exp
+            return
+        self.end_value(c)
+
+    def exp(self, c: int) -> None:
+        if c in b"+-":
+            self.step = self.exp_sign
+            return
+        self.exp_sign(c)
+
+    def exp_sign(self, c: int) -> None:
+        if c in _DIGITS:
+            self.step = self.exp0
+        else:
+            self.fail(c, "in exponent of numeric literal")
+
+    def exp0(self, c: int) -> None:
+        if c in _DIGITS:
+            return
+        self.end_value(c)
+
+    def _literal(self, word: str, at: int) -> Callable[[int], None]:
+        def step(c: int) -> None:
+            if c != ord(word[at]):
+                self.fail(c, f"in literal {word} (expecting {_quote_char(ord(word[at]))})")
+            elif at + 1 == len(word):
+                self.step = self.end_value
+            else:
+                self.step = self._literal(word, at + 1)
+
+        return step
+
+
+def go_json_syntax_error(data: bytes) -> str | None:
+    """The text of the ``*json.SyntaxError`` Go's ``json.Unmarshal`` gives, or None if valid."""
+    scanner = _Scanner()
+    for c in data:
+        scanner.step(c)
+        if scanner.err is not None:
+            return scanner.err
+    if scanner.end_top:
+        return None
+    scanner.step(0x20)
+    if scanner.end_top:
+        return None
+    return scanner.err or "unexpected end of JSON input"
+
+
+def go_json_kind(value: Any) -> str:
+    """How ``json.UnmarshalTypeError`` names a JSON value: object, array, string, number, bool."""
+    if isinstance(value, dict | Pairs):
+        return "object"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, bool):
+        return "bool"
+    if value is None:
+        return "null"
+    return "number"
+
+
+class Pairs:
+    """A JSON object with its members in document order and duplicate keys kept."""
+
+    __slots__ = ("items",)
+
+    def __init__(self, items: list[tuple[str, Any]]) -> None:
+        self.items = items
+
+    def __iter__(self) -> Iterator[tuple[str, Any]]:
+        return iter(self.items)
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Pairs) and self.items == other.items
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Pairs({self.items!r})"
+
+    def as_dict(self) -> dict[str, Any]:
+        """Last value wins, as Go's decoders do."""
+        return {k: to_plain(v) for k, v in self.items}
+
+
+def to_plain(value: Any) -> Any:
+    """Turn :class:`Pairs` back into ordinary dicts (duplicates: last one wins)."""
+    if isinstance(value, Pairs):
+        return value.as_dict()
+    if isinstance(value, list):
+        return [to_plain(v) for v in value]
+    return value
+
+
+def loads_pairs(data: bytes) -> Any:
+    """Decode JSON keeping duplicate keys (objects become :class:`Pairs`).
+
+    Raises ``ValueError`` with Go's wording if ``data`` is not valid JSON.
+    """
+    error = go_json_syntax_error(data)
+    if error is not None:
+        raise ValueError(error)
+    return json.loads(data.decode("utf-8", "replace"), object_pairs_hook=Pairs)
+
+
+# --- the strict walk ---------------------------------------------------------------------------
+
+
+class _Collector:
+    def __init__(self) -> None:
+        self.errors: list[str] = []
+        self.seen: set[str] = set()
+
+    def add(self, kind: str, path: tuple[PathElement, ...]) -> None:
+        if len(self.errors) >= MAX_STRICT_ERRORS:
+            return
+        text = f"{kind} field {go_quote(format_path(path))}"
+        if text not in self.seen:
+            self.seen.add(text)
+            self.errors.append(text)
+
+
+def _members(value: Any, sort_keys: bool) -> list[tuple[str, Any]] | None:
+    if isinstance(value, Pairs):
+        members = list(value)
+    elif isinstance(value, dict):
+        members = list(value.items())
+    else:
+        return None
+    if sort_keys:
+        members.sort(key=lambda kv: kv[0].encode("utf-8"))
+    return members
+
+
+def _walk(
+    value: Any, typ: Type, path: tuple[PathElement, ...], out: _Collector, sort_keys: bool
+) -> None:
+    if isinstance(typ, Untyped):
+        return
+    if isinstance(typ, Scalar):
+        if typ.kind != "any":
+            return
+        members = _members(value, sort_keys)
+        if members is not None:
+            seen: set[str] = set()
+            for key, item in members:
+                if key in seen:
+                    out.add("duplicate", (*path, key))
+                seen.add(key)
+                _walk(item, ANY, (*path, key), out, sort_keys)
+        elif isinstance(value, list):
+            for index, item in enumerate(value):
+                _walk(item, ANY, (*path, index), out, sort_keys)
+        return
+    if isinstance(typ, Struct):
+        members = _members(value, sort_keys)
+        if members is None:
+            return
+        seen = set()
+        for key, item in members:
+            field = typ.field(key)
+            if field is None:
+                out.add("unknown", (*path, key))
+                continue
+            if key in seen:
+                out.add("duplicate", (*path, key))
+            seen.add(key)
+            _walk(item, field.type, (*path, key), out, sort_keys)
+        return
+    if isinstance(typ, Map):
+        members = _members(value, sort_keys)
+        if members is None:
+            return
+        seen = set()
+        for key, item in members:
+            if key in seen:
+                out.add("duplicate", (*path, key))
+            seen.add(key)
+            _walk(item, typ.values, (*path, key), out, sort_keys)
+        return
+    if isinstance(typ, List) and isinstance(value, list):
+        for index, item in enumerate(value):
+            _walk(item, typ.items, (*path, index), out, sort_keys)
+
+
+def strict_errors_in(value: Any, typ: Type, *, sort_keys: bool = False) -> list[str]:
+    """Unknown and duplicate fields of an already decoded value (:class:`Pairs` or dicts)."""
+    out = _Collector()
+    _walk(value, typ, (), out, sort_keys)
+    return out.errors
+
+
+def find_unknown_fields(obj: Any, typ: Type) -> list[str]:
+    """``unknown field`` problems of a decoded object, in Go's order for it.
+
+    For an object that kube-apiserver re-encodes before decoding strictly (the result of a
+    JSON or merge patch, ``json.Marshal`` sorts keys), so keys are visited in sorted order.
+    """
+    return strict_errors_in(obj, typ, sort_keys=True)
+
+
+# --- YAML -------------------------------------------------------------------------------------
+
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
+def _go_key(node: yaml.Node, constructor: yaml.constructor.SafeConstructor) -> tuple[str, str]:
+    """A mapping key as yaml.v2 sees it: (its Go type, its ``%#v`` text)."""
+    if not isinstance(node, yaml.ScalarNode):
+        return ("complex", repr(node.value))
+    try:
+        value = constructor.construct_object(node, deep=True)
+    except (yaml.YAMLError, ValueError, TypeError):
+        value = node.value
+    if isinstance(value, bool):
+        return ("bool", "true" if value else "false")
+    if isinstance(value, int):
+        return ("int", str(value))
+    if isinstance(value, float):
+        return ("float", repr(value))
+    if value is None:
+        return ("nil", "<nil>")
+    return ("string", go_quote(value if isinstance(value, str) else str(node.value)))
+
+
+def _yaml_duplicates(
+    node: yaml.Node, out: list[str], active: set[int], constructor: yaml.constructor.SafeConstructor
+) -> None:
+    if id(node) in active:
+        return
+    if isinstance(node, yaml.MappingNode):
+        active.add(id(node))
+        seen: set[tuple[str, str]] = set()
+        for key_node, value_node in node.value:
+            _yaml_duplicates(value_node, out, active, constructor)
+            if key_node.tag == _MERGE_TAG:
+                continue
+            key = _go_key(key_node, constructor)
+            if key in seen:
+                line = value_node.start_mark.line + 1
+                out.append(f"line {line}: key {key[1]} already set in map")
+            seen.add(key)
+        active.discard(id(node))
+    elif isinstance(node, yaml.SequenceNode):
+        active.add(id(node))
+        for item in node.value:
+            _yaml_duplicates(item, out, active, constructor)
+        active.discard(id(node))
+
+
+def _yaml_plain(node: yaml.Node, depth: int = 0) -> Any:
+    """A composed YAML node as sigs.k8s.io/yaml's JSON sees it (last duplicate key wins)."""
+    if depth > 1000:
+        return None
+    if isinstance(node, yaml.MappingNode):
+        result: dict[str, Any] = {}
+        merged: dict[str, Any] = {}
+        for key_node, value_node in node.value:
+            if key_node.tag == _MERGE_TAG:
+                sources = (
+                    value_node.value if isinstance(value_node, yaml.SequenceNode) else [value_node]
+                )
+                for source in sources:
+                    plain = _yaml_plain(source, depth + 1)
+                    if isinstance(plain, dict):
+                        for key, item in plain.items():
+                            merged.setdefault(key, item)
+            elif isinstance(key_node, yaml.ScalarNode):
+                result[str(key_node.value)] = _yaml_plain(value_node, depth + 1)
+        return {**merged, **result}
+    if isinstance(node, yaml.SequenceNode):
+        return [_yaml_plain(item, depth + 1) for item in node.value]
+    return node.value
+
+
+def _compose(raw: bytes) -> yaml.Node | None:
+    loader_cls = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    try:
+        node: yaml.Node | None = yaml.compose(raw, Loader=loader_cls)
+    except yaml.YAMLError:
+        return None
+    return node
+
+
+def _duplicate_error(node: yaml.Node) -> str | None:
+    problems: list[str] = []
+    _yaml_duplicates(node, problems, set(), yaml.constructor.SafeConstructor())
+    if not problems:
+        return None
+    return "error converting YAML to JSON: yaml: unmarshal errors:\n  " + "\n  ".join(problems)
+
+
+def yaml_duplicate_key_error(raw: bytes) -> str | None:
+    """The strict YAML-to-JSON error for duplicate mapping keys, worded as yaml.v2 words it."""
+    node = _compose(raw)
+    return _duplicate_error(node) if node is not None else None
+
+
+# --- entry point --------------------------------------------------------------------------------
+
+
+def find_strict_errors(
+    raw: bytes, schema: Type, *, content_type: Literal["json", "yaml"] = "json"
+) -> list[str]:
+    """Strict-decoding problems of a request body, in the order kube-apiserver lists them.
+
+    The caller joins them with ``, `` after ``strict decoding error: `` (Strict) or sends one
+    ``Warning`` header per item (Warn). A body that does not parse yields no problems here:
+    the ordinary decoder reports it.
+    """
+    if content_type == "yaml":
+        node = _compose(raw)
+        if node is None:
+            return []
+        duplicate = _duplicate_error(node)
+        problems = [duplicate] if duplicate is not None else []
+        problems.extend(strict_errors_in(_yaml_plain(node), schema, sort_keys=True))
+        return problems
+    try:
+        value = loads_pairs(raw)
+    except ValueError:
+        return []
+    return strict_errors_in(value, schema)
+
+
+# --- Go's json.Marshal ------------------------------------------------------------------------
+
+_GO_ESCAPES = {
+    '"': '\\"',
+    "\\": "\\\\",
+    "\n": "\\n",
+    "\r": "\\r",
+    "\t": "\\t",
+    "\b": "\\b",
+    "\f": "\\f",
+    "<": "\\u003c",
+    ">": "\\u003e",
+    "&": "\\u0026",
+    "\u2028": "\\u2028",
+    "\u2029": "\\u2029",
+}
+
+
+def _go_string(text: str) -> str:
+    out = ['"']
+    for ch in text:
+        escaped = _GO_ESCAPES.get(ch)
+        if escaped is not None:
+            out.append(escaped)
+        elif ord(ch) < 0x20:
+            out.append(f"\\u00{ord(ch):02x}")
+        elif 0xD800 <= ord(ch) <= 0xDFFF:
+            out.append("\\ufffd")
+        else:
+            out.append(ch)
+    out.append('"')
+    return "".join(out)
+
+
+def go_float(value: float) -> str:
+    """``strconv.AppendFloat(f, 'f' or 'e', -1, 64)`` the way ``encoding/json`` picks it."""
+    if value != value or value in (float("inf"), float("-inf")):
+        raise ValueError(f"json: unsupported value: {value}")
+    if value == 0:
+        return "-0" if str(value).startswith("-") else "0"
+    magnitude = abs(value)
+    text = repr(value)
+    if 1e-6 <= magnitude < 1e21:
+        if "e" in text or "E" in text:
+            from decimal import Decimal
+
+            text = format(Decimal(text), "f")
+        if text.endswith(".0"):
+            text = text[:-2]
+        return text
+    # Python's repr already has Go's two-digit exponent; Go then trims "e-07" to "e-7".
+    mantissa, _, exponent = text.partition("e")
+    if mantissa.endswith(".0"):
+        mantissa = mantissa[:-2]
+    if len(exponent) == 3 and exponent.startswith("-0"):
+        exponent = "-" + exponent[2]
+    return f"{mantissa}e{exponent}"
+
+
+def go_marshal(value: Any, *, sort_keys: bool = True) -> str:
+    """Compact JSON the way Go's ``json.Marshal`` writes it (sorted map keys, HTML escaped)."""
+    if value is None:
+        return "null"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return go_float(value)
+    if isinstance(value, str):
+        return _go_string(value)
+    if isinstance(value, Pairs):
+        value = value.as_dict()
+    if isinstance(value, dict):
+        keys = sorted(value, key=lambda k: k.encode("utf-8")) if sort_keys else list(value)
+        inner = ",".join(
+            _go_string(k) + ":" + go_marshal(value[k], sort_keys=sort_keys) for k in keys
+        )
+        return "{" + inner + "}"
+    if isinstance(value, list | tuple):
+        return "[" + ",".join(go_marshal(v, sort_keys=sort_keys) for v in value) + "]"
+    raise TypeError(f"json: unsupported type: {type(value).__name__}")

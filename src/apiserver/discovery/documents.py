@@ -1,0 +1,328 @@
+"""The discovery documents, as plain dicts in the field order kube-apiserver writes them.
+
+Clients compare nothing but the decoded values, yet tests, caches and curious people compare
+bytes, so every dict here is built in the order of the Go struct it stands for
+(k8s.io/apimachinery/pkg/apis/meta/v1/types.go for ``APIVersions``, ``APIGroupList``,
+``APIGroup``, ``APIResourceList``; k8s.io/api/apidiscovery/v2/types.go for the aggregated
+``APIGroupDiscoveryList``), with Go's ``omitempty`` rules applied by hand.
+
+Also here, because it decides which of these documents exist:
+:func:`runtime_config_enables_events`, kube's ``--runtime-config`` resolution
+(k8s.io/apiserver/pkg/server/resourceconfig/helpers.go) narrowed to the one API group we serve.
+
+The encoders at the bottom reproduce what the apimachinery JSON serializer writes (compact
+``json.Encoder`` output plus a newline, or ``MarshalIndent`` with two spaces and no newline
+when pretty), with Go's HTML-safe escaping, and YAML as sigs.k8s.io/yaml writes it (sorted keys,
+strings that would read back as something else double-quoted). They are hand-written because
+the standard library's and orjson's output differ from Go's in exactly those details.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import yaml
+
+GROUP = "events.k8s.io"
+VERSION = "v1"
+GROUP_VERSION = f"{GROUP}/{VERSION}"
+
+#: Registered versions of events.k8s.io in kube's scheme: v1beta1 is no longer served but is
+#: still registered, so ``--runtime-config=events.k8s.io/v1beta1=false`` is accepted.
+REGISTERED_VERSIONS = ("v1", "v1beta1")
+
+#: The verbs of the events resource, sorted as the installer sorts them.
+EVENT_VERBS = sorted(
+    ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
+)
+
+#: Same value as core v1 events (pkg/controlplane/storageversionhashdata/data.go): the hash is
+#: of the storage version, and events.k8s.io/v1 events are stored as core v1 events.
+EVENTS_STORAGE_VERSION_HASH = "r2yiGXH7wu8="
+
+AGGREGATED_GROUP = "apidiscovery.k8s.io"
+AGGREGATED_KIND = "APIGroupDiscoveryList"
+AGGREGATED_VERSIONS = ("v2", "v2beta1")
+
+
+# --- unaggregated (AS/endpoints/discovery) --------------------------------------------------
+
+
+def api_versions(server_address: str) -> dict[str, Any]:
+    """``GET /api``: the legacy root. kube writes no ``apiVersion`` here (legacy.go)."""
+    return {
+        "kind": "APIVersions",
+        "versions": ["v1"],
+        "serverAddressByClientCIDRs": [
+            {"clientCIDR": "0.0.0.0/0", "serverAddress": server_address}
+        ],
+    }
+
+
+def core_resource_list() -> dict[str, Any]:
+    """``GET /api/v1``: the core group version, in which we serve no resource.
+
+    The legacy group's resource list goes out without ``apiVersion``, like ``/api``.
+    """
+    return {"kind": "APIResourceList", "groupVersion": "v1", "resources": []}
+
+
+def _group_version_for_discovery() -> dict[str, str]:
+    return {"groupVersion": GROUP_VERSION, "version": VERSION}
+
+
+def _events_group_body() -> dict[str, Any]:
+    """An ``APIGroup`` without its TypeMeta, as it appears inside ``APIGroupList.groups``."""
+    return {
+        "name": GROUP,
+        "versions": [_group_version_for_discovery()],
+        "preferredVersion": _group_version_for_discovery(),
+    }
+
+
+def api_group_list(events_enabled: bool) -> dict[str, Any]:
+    """``GET /apis``. With every group turned off the list is empty, never null."""
+    groups = [_events_group_body()] if events_enabled else []
+    return {"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}
+
+
+def api_group() -> dict[str, Any]:
+    """``GET /apis/events.k8s.io``."""
+    return {"kind": "APIGroup", "apiVersion": "v1", **_events_group_body()}
+
+
+def events_api_resource() -> dict[str, Any]:
+    """The one ``APIResource`` of events.k8s.io/v1 (no group/version/categories: omitempty)."""
+    return {
+        "name": "events",
+        "singularName": "event",
+        "namespaced": True,
+        "kind": "Event",
+        "verbs": list(EVENT_VERBS),
+        "shortNames": ["ev"],
+        "storageVersionHash": EVENTS_STORAGE_VERSION_HASH,
+    }
+
+
+def events_resource_list() -> dict[str, Any]:
+    """``GET /apis/events.k8s.io/v1``."""
+    return {
+        "kind": "APIResourceList",
+        "apiVersion": "v1",
+        "groupVersion": GROUP_VERSION,
+        "resources": [events_api_resource()],
+    }
+
+
+# --- aggregated (AS/endpoints/discovery/aggregated, k8s.io/api/apidiscovery/v2) --------------
+
+
+def _events_resource_discovery() -> dict[str, Any]:
+    """``APIResourceDiscovery``: no storageVersionHash in the aggregated form."""
+    return {
+        "resource": "events",
+        "responseKind": {"group": "", "version": "", "kind": "Event"},
+        "scope": "Namespaced",
+        "singularResource": "event",
+        "verbs": list(EVENT_VERBS),
+        "shortNames": ["ev"],
+    }
+
+
+def aggregated_apis_items(events_enabled: bool) -> list[dict[str, Any]]:
+    """The ``items`` of the aggregated ``/apis`` document."""
+    if not events_enabled:
+        return []
+    return [
+        {
+            "metadata": {"name": GROUP, "creationTimestamp": None},
+            "versions": [
+                {
+                    "version": VERSION,
+                    "resources": [_events_resource_discovery()],
+                    "freshness": "Current",
+                }
+            ],
+        }
+    ]
+
+
+def aggregated_api_items() -> list[dict[str, Any]]:
+    """The ``items`` of the aggregated ``/api`` document: the core group, name "" (omitted).
+
+    It has version v1 like ``GET /api`` says, and no resources (``resources`` is omitempty),
+    so the aggregated and the legacy view of the core group agree.
+    """
+    return [
+        {
+            "metadata": {"creationTimestamp": None},
+            "versions": [{"version": "v1", "freshness": "Current"}],
+        }
+    ]
+
+
+def aggregated_document(items: list[dict[str, Any]], version: str) -> dict[str, Any]:
+    """The ``APIGroupDiscoveryList`` as served in ``version`` (v2 or v2beta1, same shape)."""
+    return {
+        "kind": AGGREGATED_KIND,
+        "apiVersion": f"{AGGREGATED_GROUP}/{version}",
+        "metadata": {},
+        "items": items,
+    }
+
+
+def aggregated_etag(items: list[dict[str, Any]]) -> str:
+    """The ETag value (unquoted) of an aggregated document.
+
+    kube hashes ``json.Marshal`` of the v2 list *before* the serializer stamps its TypeMeta
+    (aggregated/handler.go ``fetchFromCache``, etag.go ``calculateETag``): so the hashed bytes
+    have no kind/apiVersion, and the tag is the same whichever version or encoding is served.
+    """
+    return hashlib.sha512(go_marshal({"metadata": {}, "items": items})).hexdigest().upper()
+
+
+# --- --runtime-config (k8s.io/apiserver/pkg/server/resourceconfig/helpers.go) -----------------
+
+_MATCHER_ORDER = ("api/all", "api/ga", "api/beta", "api/alpha")
+#: Which of the api/* matchers select the GA version ``v1`` (``^v\d+$``): all and ga.
+_MATCHES_V1 = {"api/all": True, "api/ga": True, "api/beta": False, "api/alpha": False}
+_GO_TRUE = {"1", "t", "T", "TRUE", "true", "True"}
+_GO_FALSE = {"0", "f", "F", "FALSE", "false", "False"}
+
+
+def runtime_config_errors(runtime_config: Mapping[str, str]) -> list[str]:
+    """Every ``--runtime-config`` entry kube-apiserver would refuse at start-up, as messages.
+
+    Keys for groups we do not have are skipped, as kube skips unregistered groups; a key of
+    events.k8s.io with a version kube never registered, a bad boolean, or an upper-case
+    resource name is an error, with kube's wording.
+    """
+    errors: list[str] = []
+    for key in _MATCHER_ORDER:
+        if key in runtime_config and runtime_config[key] not in ("true", "false"):
+            errors.append(f"invalid value {key}={runtime_config[key]}")
+    for key, value in runtime_config.items():
+        if key in _MATCHES_V1:
+            continue
+        tokens = key.split("/")
+        if len(tokens) not in (2, 3) or tokens[0] != GROUP:
+            continue
+        if tokens[1] not in REGISTERED_VERSIONS:
+            errors.append(f"group version {tokens[0]}/{tokens[1]} that has not been registered")
+            continue
+        if value != "" and value not in _GO_TRUE and value not in _GO_FALSE:
+            errors.append(
+                f"invalid value of {key}: {value}, err: strconv.ParseBool: parsing "
+                f'"{value}": invalid syntax'
+            )
+            continue
+        if len(tokens) == 3 and tokens[2].lower() != tokens[2]:
+            errors.append(
+                f"invalid key {key}: group/version/resource and resource is always lowercase "
+                f'plural, not "{tokens[2]}"'
+            )
+    return errors
+
+
+def _go_parse_bool(value: str) -> bool:
+    # A bare key (no "=") counts as true (helpers.go getRuntimeConfigValue).
+    return value == "" or value in _GO_TRUE
+
+
+def runtime_config_enables_events(runtime_config: Mapping[str, str]) -> bool:
+    """Whether ``--runtime-config`` leaves events.k8s.io/v1 events served.
+
+    kube's order of precedence (helpers.go ``MergeAPIResourceConfigs``): the default (on, it is
+    a GA version), then ``api/all``, ``api/ga``, ``api/beta``, ``api/alpha`` in that fixed order
+    (only the first two select ``v1``), then ``events.k8s.io/v1`` itself, and last
+    ``events.k8s.io/v1/events``: a resource setting beats its version's
+    (storage/resource_config.go ``ResourceEnabled``). The group is served only while its one
+    resource is. Raises ValueError with kube's message for an entry kube would refuse.
+    """
+    errors = runtime_config_errors(runtime_config)
+    if errors:
+        raise ValueError("; ".join(errors))
+    enabled = True
+    for key in _MATCHER_ORDER:
+        if key in runtime_config and _MATCHES_V1[key]:
+            enabled = runtime_config[key] == "true"
+    version_key = GROUP_VERSION
+    if version_key in runtime_config:
+        enabled = _go_parse_bool(runtime_config[version_key])
+    resource_key = f"{GROUP_VERSION}/events"
+    if resource_key in runtime_config:
+        enabled = _go_parse_bool(runtime_config[resource_key])
+    return enabled
+
+
+# --- encoders ----------------------------------------------------------------------------------
+
+_HTML_ESCAPES = {
+    "<": "\\u003c",
+    ">": "\\u003e",
+    "&": "\\u0026",
+    "\u2028": "\\u2028",
+    "\u2029": "\\u2029",
+}
+_HTML_RE = re.compile("[<>&\u2028\u2029]")
+
+
+def _go_escape(text: str) -> str:
+    # Go's encoding/json escapes these even inside strings; they can only occur inside strings.
+    if _HTML_RE.search(text) is None:
+        return text
+    return _HTML_RE.sub(lambda m: _HTML_ESCAPES[m.group(0)], text)
+
+
+def go_marshal(value: Any, *, sort_keys: bool = False) -> bytes:
+    """Go's ``json.Marshal``: compact, HTML-safe, UTF-8, no trailing newline."""
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=sort_keys)
+    return _go_escape(text).encode()
+
+
+def go_marshal_indent(value: Any) -> bytes:
+    """Go's ``json.MarshalIndent(v, "", "  ")``: no trailing newline."""
+    text = json.dumps(value, ensure_ascii=False, indent=2)
+    return _go_escape(text).encode()
+
+
+def encode_json(value: Any, *, pretty: bool = False) -> bytes:
+    """What the apimachinery JSON serializer writes for an object.
+
+    Compact output comes from ``json.Encoder.Encode`` (a newline follows); pretty output from
+    ``MarshalIndent`` (no newline), as runtime/serializer/json/json.go ``doEncode`` does.
+    """
+    if pretty:
+        return go_marshal_indent(value)
+    return go_marshal(value) + b"\n"
+
+
+class _GoYamlDumper(yaml.SafeDumper):
+    """PyYAML dumper tuned to read like go-yaml v2 output (sigs.k8s.io/yaml ``JSONToYAML``)."""
+
+
+def _represent_str(dumper: _GoYamlDumper, data: str) -> yaml.ScalarNode:
+    # go-yaml double-quotes a string that would resolve to another type when read back
+    # ("", "true", "1", "null"...); PyYAML would single-quote it.
+    implicit = dumper.resolve(yaml.ScalarNode, data, (True, False))
+    style = '"' if implicit != "tag:yaml.org,2002:str" else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=style)
+
+
+_GoYamlDumper.add_representer(str, _represent_str)
+
+
+def encode_yaml(value: Any) -> bytes:
+    """The YAML serializer's output: JSON turned into YAML with keys sorted."""
+    text = yaml.dump(
+        value,
+        Dumper=_GoYamlDumper,
+        default_flow_style=False,
+        sort_keys=True,
+        allow_unicode=True,
+    )
+    return text.encode()

@@ -1,0 +1,414 @@
+"""The discovery endpoints: ``/api``, ``/api/v1``, ``/apis``, ``/apis/events.k8s.io[/v1]``.
+
+Behaviour follows k8s.io/apiserver/pkg/endpoints/discovery (legacy.go, root.go, group.go,
+version.go) for the plain documents and discovery/aggregated (wrapper.go, negotiation.go,
+etag.go, handler.go) for the aggregated ``APIGroupDiscoveryList`` on ``/api`` and ``/apis``.
+
+Content negotiation is kube's (endpoints/handlers/negotiation/negotiate.go over
+github.com/munnerz/goautoneg), rewritten here clause for clause because its quirks decide
+which document a client gets: the ``g``/``v``/``as`` parameters select the aggregated form, any
+other ``as`` makes a clause unacceptable, ``pretty=1`` in the media type, ``?pretty=`` or a
+curl/Wget/browser User-Agent select indented output.
+
+Departures, on purpose:
+- ``application/vnd.kubernetes.protobuf`` is negotiated like kube does, but answered in JSON
+  (with a JSON Content-Type): every client that asks protobuf for discovery (client-go with a
+  protobuf content type) decodes by the response's Content-Type, so they keep working.
+- The legacy ``/api`` lists version ``v1`` and ``/api/v1`` lists no resources: kube-apiserver
+  always has the core group, clients such as the Python client read ``/api`` without
+  tolerating a 404, and the aggregated ``/api`` says the same thing (group "" with v1, empty).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import attrs
+
+from apiserver.discovery import documents as docs
+from apiserver.http.app import RequestInfo, Router
+from apiserver.http.response import Response
+
+JSON_TYPE = "application/json"
+YAML_TYPE = "application/yaml"
+PROTOBUF_TYPE = "application/vnd.kubernetes.protobuf"
+#: The serializers kube's codec factories offer, in their order: the first one answers a request
+#: without an Accept header. Only JSON has a stream serializer among those that matter here.
+SUPPORTED_MEDIA_TYPES = (JSON_TYPE, YAML_TYPE, PROTOBUF_TYPE)
+_STREAMING = {JSON_TYPE: True, YAML_TYPE: False, PROTOBUF_TYPE: True}
+
+METHOD_NOT_ALLOWED_MESSAGE = "the server does not allow this method on the requested resource"
+
+
+# --- Accept parsing (github.com/munnerz/goautoneg) ---------------------------------------------
+
+
+@attrs.frozen
+class AcceptClause:
+    """One media range of an Accept header."""
+
+    type: str
+    subtype: str
+    q: float
+    params: dict[str, str]
+
+
+def _go_parse_float(text: str) -> float:
+    # strconv.ParseFloat refuses surrounding spaces and bare underscores, which Python's float()
+    # accepts; goautoneg ignores the error, leaving q at 0.
+    if not text or text != text.strip() or "_" in text:
+        return 0.0
+    try:
+        return float(text)
+    except ValueError:
+        return 0.0
+
+
+def _less(a: AcceptClause, b: AcceptClause) -> bool:
+    # goautoneg's accept_slice.Less, quirks included (it is not a strict ordering).
+    if a.q > b.q:
+        return True
+    if a.type != "*" and b.type == "*":
+        return True
+    return a.subtype != "*" and b.subtype == "*"
+
+
+def parse_accept(header: str) -> list[AcceptClause]:
+    """goautoneg ``ParseAccept``: clauses best first.
+
+    Parameters are split on ``;`` and ``=`` without quoting rules and kept case-sensitive; a
+    malformed range is dropped. Go sorts with ``sort.Sort``, which for the short slices of real
+    headers is an insertion sort, reproduced here so ties keep their header order.
+    """
+    clauses: list[AcceptClause] = []
+    for raw in header.split(","):
+        part = raw.strip(" ")
+        pieces = part.split(";")
+        media_range = pieces[0].split("/")
+        main = media_range[0].strip(" ")
+        if len(media_range) == 1 and main == "*":
+            sub = "*"
+        elif len(media_range) == 2:
+            sub = media_range[1].strip(" ")
+        else:
+            continue
+        q = 1.0
+        params: dict[str, str] = {}
+        for param in pieces[1:]:
+            name, sep, value = param.partition("=")
+            if not sep:
+                continue
+            token = name.strip(" ")
+            if token == "q":
+                q = _go_parse_float(value)
+            else:
+                params[token] = value.strip(" ")
+        clauses.append(AcceptClause(main, sub, q, params))
+    for i in range(1, len(clauses)):
+        j = i
+        while j > 0 and _less(clauses[j], clauses[j - 1]):
+            clauses[j], clauses[j - 1] = clauses[j - 1], clauses[j]
+            j -= 1
+    return clauses
+
+
+# --- media type negotiation (endpoints/handlers/negotiation/negotiate.go) ----------------------
+
+
+@attrs.frozen
+class GroupVersionKind:
+    group: str = ""
+    version: str = ""
+    kind: str = ""
+
+
+@attrs.frozen
+class MediaTypeOptions:
+    """The negotiated serializer and the media type parameters that shape the answer."""
+
+    media_type: str
+    pretty: bool = False
+    convert: GroupVersionKind | None = None
+
+
+TransformCheck = Callable[[GroupVersionKind | None], bool]
+
+
+def default_restrictions(convert: GroupVersionKind | None) -> bool:
+    """``DefaultEndpointRestrictions``: no transformation (``as=``/``g=``/``v=``) at all."""
+    return convert is None
+
+
+def is_aggregated_discovery(convert: GroupVersionKind | None) -> bool:
+    """``IsAggregatedDiscoveryGVK`` (v2, and v2beta1 which 1.32 still serves)."""
+    return (
+        convert is not None
+        and convert.group == docs.AGGREGATED_GROUP
+        and convert.version in docs.AGGREGATED_VERSIONS
+        and convert.kind == docs.AGGREGATED_KIND
+    )
+
+
+def _accept_options(
+    params: dict[str, str], media_type: str, allows: TransformCheck
+) -> MediaTypeOptions | None:
+    group = version = kind = None
+    pretty = False
+    for key, value in params.items():
+        if key == "as":
+            kind = value
+        elif key == "g":
+            group = value
+        elif key == "v":
+            version = value
+        elif key == "stream":
+            if value and (not _STREAMING[media_type] or value != "watch"):
+                return None
+        elif key == "sv":
+            if value:
+                return None
+        elif key == "pretty":
+            pretty = value == "1"
+    convert = None
+    if group is not None or version is not None or kind is not None:
+        convert = GroupVersionKind(group or "", version or "", kind or "")
+    if not allows(convert):
+        return None
+    return MediaTypeOptions(media_type, pretty, convert)
+
+
+def negotiate(header: str, allows: TransformCheck) -> MediaTypeOptions | None:
+    """``NegotiateMediaTypeOptions``: the first acceptable (clause, serializer) pair, or None."""
+    if not header:
+        return MediaTypeOptions(SUPPORTED_MEDIA_TYPES[0])
+    for clause in parse_accept(header):
+        for media_type in SUPPORTED_MEDIA_TYPES:
+            main, sub = media_type.split("/")
+            if (clause.type == main and clause.subtype in (sub, "*")) or (
+                clause.type == "*" and clause.subtype == "*"
+            ):
+                options = _accept_options(clause.params, media_type, allows)
+                if options is not None:
+                    return options
+    return None
+
+
+# --- request helpers ---------------------------------------------------------------------------
+
+
+def first_header(request: Any, name: bytes) -> str:
+    """The first value of a request header (Go's ``Header.Get``), or ""."""
+    values = request.requestHeaders.getRawHeaders(name)
+    if not values:
+        return ""
+    value: bytes = values[0]
+    return value.decode("latin-1")
+
+
+def _go_parse_bool(text: str) -> bool | None:
+    if text in ("1", "t", "T", "TRUE", "true", "True"):
+        return True
+    if text in ("0", "f", "F", "FALSE", "false", "False"):
+        return False
+    return None
+
+
+def wants_pretty(request: Any, info: RequestInfo) -> bool:
+    """negotiate.go ``isPrettyPrint``: ``?pretty=``, else a human client's User-Agent."""
+    values = info.query.get(b"pretty")
+    if values and values[0]:
+        return _go_parse_bool(values[0].decode("latin-1")) is True
+    agent = first_header(request, b"user-agent")
+    return agent.startswith(("curl", "Wget", "Mozilla/5.0"))
+
+
+def encode(value: Any, options: MediaTypeOptions, pretty: bool) -> tuple[str, bytes]:
+    """The body and base Content-Type for a negotiated serializer (protobuf answered as JSON)."""
+    if options.media_type == YAML_TYPE:
+        return YAML_TYPE, docs.encode_yaml(value)
+    return JSON_TYPE, docs.encode_json(value, pretty=pretty or options.pretty)
+
+
+def status_response(
+    request: Any,
+    info: RequestInfo,
+    code: int,
+    reason: str,
+    message: str,
+    details: dict[str, Any] | None,
+) -> Response:
+    """A failure ``Status`` written the way ``responsewriters.ErrorNegotiated`` writes it.
+
+    When the Accept header cannot be satisfied either, kube falls back to ``WriteRawJSON``:
+    indented JSON without a newline.
+    """
+    status: dict[str, Any] = {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": reason,
+    }
+    if details is not None:
+        status["details"] = details
+    status["code"] = code
+    options = negotiate(first_header(request, b"accept"), default_restrictions)
+    if options is None:
+        return Response(code, (("Content-Type", JSON_TYPE),), docs.go_marshal_indent(status))
+    content_type, body = encode(status, options, wants_pretty(request, info))
+    return Response(code, (("Content-Type", content_type),), body)
+
+
+def not_acceptable(request: Any, info: RequestInfo) -> Response:
+    """406 from ``NegotiateOutputMediaType`` (``WriteRawJSON``: indented, no newline)."""
+    status = {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": "only the following media types are accepted: "
+        + ", ".join(SUPPORTED_MEDIA_TYPES),
+        "reason": "NotAcceptable",
+        "code": 406,
+    }
+    return Response(406, (("Content-Type", JSON_TYPE),), docs.go_marshal_indent(status))
+
+
+def write_object(request: Any, info: RequestInfo, value: Any) -> Response:
+    """``responsewriters.WriteObjectNegotiated`` with the default restrictions, status 200."""
+    options = negotiate(first_header(request, b"accept"), default_restrictions)
+    if options is None:
+        return not_acceptable(request, info)
+    content_type, body = encode(value, options, wants_pretty(request, info))
+    return Response(200, (("Content-Type", content_type),), body)
+
+
+# --- handlers ----------------------------------------------------------------------------------
+
+Handler = Callable[[Any, RequestInfo], Response]
+
+
+def get_only(handler: Handler) -> Handler:
+    """A go-restful ``GET`` route: any other method (HEAD included) is a 405 Status."""
+
+    def handle(request: Any, info: RequestInfo) -> Response:
+        if info.method != "GET":
+            return status_response(
+                request, info, 405, "MethodNotAllowed", METHOD_NOT_ALLOWED_MESSAGE, {}
+            )
+        return handler(request, info)
+
+    return handle
+
+
+def static_handler(build: Callable[[], Any]) -> Handler:
+    """A plain discovery document, negotiated per request."""
+
+    def handle(request: Any, info: RequestInfo) -> Response:
+        return write_object(request, info, build())
+
+    return handle
+
+
+@attrs.define
+class AggregatedDocument:
+    """One aggregated document (its items never change while we run) and its ETag."""
+
+    items: list[dict[str, Any]]
+    etag: str = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        self.etag = docs.aggregated_etag(self.items)
+
+    def respond(self, request: Any, info: RequestInfo) -> Response:
+        """aggregated/handler.go ``serveHTTP`` then etag.go ``ServeHTTPWithETag``."""
+        options = negotiate(first_header(request, b"accept"), is_aggregated_discovery)
+        if options is None or options.convert is None:
+            # Cannot happen behind aggregated_wrapper, which routes here only when it is set.
+            return not_acceptable(request, info)
+        quoted = f'"{self.etag}"'
+        headers: list[tuple[str, str]] = [
+            ("Etag", quoted),
+            ("Vary", "Accept"),
+            ("Cache-Control", "public"),
+        ]
+        if first_header(request, b"if-none-match") == quoted:
+            return Response(304, tuple(headers))
+        document = docs.aggregated_document(self.items, options.convert.version)
+        base, body = encode(document, options, wants_pretty(request, info))
+        content_type = base + _gvk_params(options.convert)
+        return Response(200, (*headers, ("Content-Type", content_type)), body)
+
+
+def _gvk_params(convert: GroupVersionKind) -> str:
+    # responsewriters.generateMediaTypeWithGVK: only the parameters that are set, in g, v, as order.
+    text = ""
+    if convert.group:
+        text += ";g=" + convert.group
+    if convert.version:
+        text += ";v=" + convert.version
+    if convert.kind:
+        text += ";as=" + convert.kind
+    return text
+
+
+def aggregated_wrapper(legacy: Handler, aggregated: AggregatedDocument) -> Handler:
+    """aggregated/wrapper.go: the aggregated document when the Accept header asks for it."""
+
+    def handle(request: Any, info: RequestInfo) -> Response:
+        options = negotiate(first_header(request, b"accept"), is_aggregated_discovery)
+        if options is not None and is_aggregated_discovery(options.convert):
+            return aggregated.respond(request, info)
+        return legacy(request, info)
+
+    return handle
+
+
+def _with_slash(router: Router, path: str, handler: Handler) -> None:
+    # go-restful's "/" route and the non-restful muxes both answer "<path>" and "<path>/".
+    router.add(path, handler)
+    router.add(path + "/", handler)
+
+
+def _events_enabled(groups_enabled: dict[str, bool]) -> bool:
+    keys: Iterable[str] = (docs.GROUP_VERSION, docs.GROUP)
+    return all(groups_enabled.get(key, True) for key in keys)
+
+
+def install_discovery(
+    router: Router,
+    *,
+    groups_enabled: dict[str, bool],
+    server_address: Callable[[], str],
+) -> None:
+    """Register every discovery path on ``router``.
+
+    ``groups_enabled`` maps ``events.k8s.io/v1`` (or the bare group name) to whether it is
+    served; a missing key means served, kube's default for a GA version. When it is off, the
+    group's paths are not registered at all (so they get the router's 404 Status), ``/apis``
+    lists no group and the aggregated ``/apis`` has no items. ``server_address`` gives the
+    ``host:port`` advertised in ``/api`` (kube's ``--advertise-address`` and secure port).
+
+    Paths answered: ``/api`` and ``/api/v1`` (GET only, as go-restful routes), ``/apis`` (any
+    method, as the aggregator's plain handler), ``/apis/events.k8s.io`` (any method),
+    ``/apis/events.k8s.io/v1`` (GET only); each also with a trailing slash.
+    """
+    events = _events_enabled(groups_enabled)
+
+    legacy_root = static_handler(lambda: docs.api_versions(server_address()))
+    api_aggregated = AggregatedDocument(docs.aggregated_api_items())
+    _with_slash(router, "/api", get_only(aggregated_wrapper(legacy_root, api_aggregated)))
+    _with_slash(router, "/api/v1", get_only(static_handler(docs.core_resource_list)))
+
+    apis_aggregated = AggregatedDocument(docs.aggregated_apis_items(events))
+    apis_legacy = static_handler(lambda: docs.api_group_list(events))
+    _with_slash(router, "/apis", aggregated_wrapper(apis_legacy, apis_aggregated))
+
+    if not events:
+        return
+    _with_slash(router, f"/apis/{docs.GROUP}", static_handler(docs.api_group))
+    _with_slash(
+        router, f"/apis/{docs.GROUP_VERSION}", get_only(static_handler(docs.events_resource_list))
+    )

@@ -1,0 +1,291 @@
+"""The generic registry: kube-apiserver's ``genericregistry.Store`` over our storage interface.
+
+Follows k8s.io/apiserver ``pkg/registry/generic/registry/store.go`` and
+``pkg/storage/etcd3/store.go`` (spec/event-resource.md §3-§6): objects live under
+``<prefix>/<resource>/<namespace>/<name>``; ``resourceVersion`` is the store's ``mod_revision``
+and is never written into the stored bytes; create is "put if absent"; updates are
+compare-and-swap in a retry loop (``GuaranteedUpdate``); a write whose bytes equal the stored
+ones is skipped (no new revision, TTL not refreshed); every real write attaches the TTL.
+
+This layer knows nothing about HTTP or API versions: it stores and returns "internal" dicts
+(for events: core v1 field names) and raises storage errors for the REST layer to map.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import attrs
+import orjson
+
+from apiserver.apimachinery import errors
+from apiserver.storage.interface import (
+    CompactedError,
+    ConflictError,
+    KeyExistsError,
+    KeyNotFoundError,
+    KeyValue,
+    RangeResult,
+    Store,
+    Watch,
+    WatchEvent,
+)
+
+Obj = dict[str, Any]
+TryUpdate = Callable[[Obj | None], Awaitable[Obj | None]]
+
+
+@attrs.define
+class ListPage:
+    """One page of a list: items (internal dicts) in key order, and where the next begins."""
+
+    items: list[Obj]
+    revision: int
+    next_key: bytes | None
+    remaining: int | None
+
+
+class NoChange(Exception):
+    """Raised by a try-update function to keep the stored object as it is."""
+
+
+def metadata(obj: Obj) -> dict[str, Any]:
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict):
+        meta = {}
+        obj["metadata"] = meta
+    return meta
+
+
+class Registry:
+    """Stores objects of one resource; ``kind``/``api_version`` are written into stored bytes."""
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        prefix: str = "/registry",
+        resource: str = "events",
+        group_resource: errors.GroupResource,
+        storage_kind: str = "Event",
+        storage_api_version: str = "v1",
+        ttl: Callable[[], int] = lambda: 0,
+    ) -> None:
+        self.store = store
+        self.base = f"{prefix.rstrip('/')}/{resource}/"
+        self.group_resource = group_resource
+        self._type_meta = {"kind": storage_kind, "apiVersion": storage_api_version}
+        self.ttl = ttl
+
+    # --- keys and bytes -------------------------------------------------------------------
+
+    def key(self, namespace: str, name: str) -> bytes:
+        return f"{self.base}{namespace}/{name}".encode()
+
+    def prefix(self, namespace: str | None) -> bytes:
+        return (self.base + (f"{namespace}/" if namespace else "")).encode()
+
+    def encode(self, obj: Obj) -> bytes:
+        """Stored bytes: type meta first, then the object without its resourceVersion."""
+        meta = obj.get("metadata") or {}
+        if "resourceVersion" in meta:
+            meta = {k: v for k, v in meta.items() if k != "resourceVersion"}
+        body: dict[str, Any] = {**self._type_meta}
+        for key, value in obj.items():
+            if key in ("kind", "apiVersion"):
+                continue
+            body[key] = meta if key == "metadata" else value
+        return orjson.dumps(body)
+
+    @staticmethod
+    def decode(kv: KeyValue) -> Obj:
+        obj: Obj = orjson.loads(kv.value)
+        obj.pop("kind", None)
+        obj.pop("apiVersion", None)
+        metadata(obj)["resourceVersion"] = str(kv.mod_revision)
+        return obj
+
+    # --- reads -----------------------------------------------------------------------------
+
+    async def get(self, namespace: str, name: str) -> Obj:
+        try:
+            kv = await self.store.get(self.key(namespace, name))
+        except KeyNotFoundError:
+            raise errors.not_found(self.group_resource, name) from None
+        return self.decode(kv)
+
+    async def get_or_none(self, namespace: str, name: str) -> tuple[Obj | None, int]:
+        try:
+            kv = await self.store.get(self.key(namespace, name))
+        except KeyNotFoundError:
+            return None, 0
+        return self.decode(kv), kv.mod_revision
+
+    async def current_revision(self) -> int:
+        return await self.store.current_revision()
+
+    async def list_page(
+        self,
+        namespace: str | None,
+        *,
+        start_key: bytes = b"",
+        revision: int = 0,
+        limit: int = 0,
+        keep: Callable[[Obj], bool] | None = None,
+        want_remaining: bool = False,
+    ) -> ListPage:
+        """Up to ``limit`` matching items from ``start_key`` at ``revision`` (0: latest).
+
+        As etcd3's GetList: with a filter, keeps reading until the page is full or the range
+        ends; ``next_key`` is the key after the last item when more keys remain.
+        """
+        prefix = self.prefix(namespace)
+        items: list[Obj] = []
+        start = start_key or prefix
+        read_revision = revision
+        remaining: int | None = None
+        while True:
+            batch = max(limit - len(items), 0) if limit else 0
+            if keep is not None and limit:
+                batch = max(batch, min(limit * 2, 10000))
+            result: RangeResult = await self.store.range(
+                prefix, start_key=start, limit=batch, revision=read_revision
+            )
+            read_revision = result.revision
+            last_key: bytes | None = None
+            taken = 0
+            for kv in result.kvs:
+                taken += 1
+                last_key = kv.key
+                obj = self.decode(kv)
+                if keep is None or keep(obj):
+                    items.append(obj)
+                    if limit and len(items) >= limit:
+                        break
+            more_in_batch = taken < len(result.kvs)
+            has_more = result.more or more_in_batch
+            if limit and len(items) >= limit:
+                next_key = (last_key + b"\x00") if (has_more and last_key is not None) else None
+                if next_key is not None and want_remaining:
+                    remaining = result.count - taken
+                return ListPage(items, read_revision, next_key, remaining)
+            if not result.more or last_key is None:
+                return ListPage(items, read_revision, None, None)
+            start = last_key + b"\x00"
+
+    # --- writes ----------------------------------------------------------------------------
+
+    async def create(self, obj: Obj, *, dry_run: bool = False) -> Obj:
+        meta = metadata(obj)
+        namespace, name = meta.get("namespace", ""), meta["name"]
+        data = self.encode(obj)
+        if dry_run:
+            existing, _ = await self.get_or_none(namespace, name)
+            if existing is not None:
+                raise errors.already_exists(self.group_resource, name)
+            return obj
+        try:
+            kv = await self.store.create(self.key(namespace, name), data, ttl=self.ttl())
+        except KeyExistsError:
+            raise errors.already_exists(self.group_resource, name) from None
+        meta["resourceVersion"] = str(kv.mod_revision)
+        return obj
+
+    async def guaranteed_update(
+        self,
+        namespace: str,
+        name: str,
+        try_update: TryUpdate,
+        *,
+        dry_run: bool = False,
+        allow_create: bool = True,
+        max_attempts: int = 16,
+    ) -> tuple[Obj, bool]:
+        """Read, let ``try_update`` produce the new object, compare-and-swap; retry on races.
+
+        ``try_update(None)`` is asked to create when the object is missing (PUT and apply
+        create). Returns (object, created). Errors raised by ``try_update`` propagate.
+        """
+        key = self.key(namespace, name)
+        for _ in range(max_attempts):
+            current, revision = await self.get_or_none(namespace, name)
+            if current is None:
+                if not allow_create:
+                    raise errors.not_found(self.group_resource, name)
+                new = await try_update(None)
+                if new is None:
+                    raise errors.not_found(self.group_resource, name)
+                if dry_run:
+                    return new, True
+                try:
+                    kv = await self.store.create(key, self.encode(new), ttl=self.ttl())
+                except KeyExistsError:
+                    continue
+                metadata(new)["resourceVersion"] = str(kv.mod_revision)
+                return new, True
+            try:
+                new = await try_update(current)
+            except NoChange:
+                return current, False
+            if new is None:
+                return current, False
+            data = self.encode(new)
+            if data == self.encode(current):
+                metadata(new)["resourceVersion"] = str(revision)
+                return new, False
+            if dry_run:
+                metadata(new)["resourceVersion"] = str(revision)
+                return new, False
+            try:
+                kv = await self.store.update(key, data, revision, ttl=self.ttl())
+            except (ConflictError, KeyNotFoundError):
+                continue
+            metadata(new)["resourceVersion"] = str(kv.mod_revision)
+            return new, False
+        raise errors.conflict(self.group_resource, name, errors.MODIFIED)
+
+    async def delete(
+        self,
+        namespace: str,
+        name: str,
+        check: Callable[[Obj], None] | None = None,
+        *,
+        dry_run: bool = False,
+        max_attempts: int = 16,
+    ) -> Obj:
+        """Delete after ``check(current)`` passes (preconditions); returns the last state."""
+        key = self.key(namespace, name)
+        for _ in range(max_attempts):
+            current, revision = await self.get_or_none(namespace, name)
+            if current is None:
+                raise errors.not_found(self.group_resource, name)
+            if check is not None:
+                check(current)
+            if dry_run:
+                return current
+            try:
+                await self.store.delete(key, revision)
+            except ConflictError:
+                continue
+            except KeyNotFoundError:
+                raise errors.not_found(self.group_resource, name) from None
+            return current
+        raise errors.conflict(self.group_resource, name, errors.MODIFIED)
+
+    # --- watch -----------------------------------------------------------------------------
+
+    def watch(
+        self, namespace: str | None, start_revision: int, callback: Callable[[WatchEvent], None]
+    ) -> Watch:
+        return self.store.watch(self.prefix(namespace), start_revision, callback)
+
+
+__all__ = [
+    "CompactedError",
+    "ListPage",
+    "NoChange",
+    "Obj",
+    "Registry",
+    "metadata",
+]
