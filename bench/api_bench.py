@@ -461,6 +461,7 @@ def start_profile(
             "--rate",
             "500",
             "--function",
+            "--threads",
             "--format",
             "raw",
             "--nonblocking",
@@ -472,11 +473,19 @@ def start_profile(
     )
 
 
-def summarize_profile(path: Path, top: int = 12) -> str:
-    """Top frames by own samples and by inclusive samples, from py-spy's collapsed stacks."""
-    own: dict[str, int] = {}
-    inclusive: dict[str, int] = {}
+def summarize_profile(path: Path, top: int = 10) -> str:
+    """Top frames from py-spy's collapsed stacks (recorded with ``--threads``).
+
+    Samples per thread first (the reactor is ``MainThread``; the others are the store's
+    threads), then the reactor thread's top frames by own and by inclusive samples, and the
+    top own frames of the other threads.
+    """
+    per_thread: dict[str, int] = {}
+    own_main: dict[str, int] = {}
+    incl_main: dict[str, int] = {}
+    own_other: dict[str, int] = {}
     total = 0
+    skip = ("ReactorBase.", "<module>", "callWith", "ContextTracker.", "EPollReactor.", "main (")
     with contextlib.suppress(OSError):
         for line in path.read_text().splitlines():
             stack, _, count_text = line.rpartition(" ")
@@ -485,17 +494,34 @@ def summarize_profile(path: Path, top: int = 12) -> str:
             count = int(count_text)
             total += count
             frames = stack.split(";")
-            own[frames[-1]] = own.get(frames[-1], 0) + count
-            for frame in set(frames):
-                inclusive[frame] = inclusive.get(frame, 0) + count
+            thread = frames[0].split(": ", 1)[-1] if frames[0].startswith("thread") else "?"
+            per_thread[thread] = per_thread.get(thread, 0) + count
+            leaf = frames[-1]
+            if thread == "MainThread":
+                own_main[leaf] = own_main.get(leaf, 0) + count
+                for frame in set(frames[1:]):
+                    if not frame.startswith(skip):
+                        incl_main[frame] = incl_main.get(frame, 0) + count
+            else:
+                own_other[leaf] = own_other.get(leaf, 0) + count
     if not total:
         return "(no samples)"
-    lines = [f"{total} samples; own time:"]
-    for frame, count in sorted(own.items(), key=lambda kv: -kv[1])[:top]:
-        lines.append(f"  {100 * count / total:5.1f}%  {frame}")
-    lines.append("inclusive time:")
-    for frame, count in sorted(inclusive.items(), key=lambda kv: -kv[1])[: top * 2]:
-        lines.append(f"  {100 * count / total:5.1f}%  {frame}")
+
+    def block(title: str, counts: dict[str, int], limit: int) -> list[str]:
+        lines = [title]
+        for frame, count in sorted(counts.items(), key=lambda kv: -kv[1])[:limit]:
+            lines.append(f"  {100 * count / total:5.1f}%  {frame}")
+        return lines
+
+    threads = ", ".join(
+        f"{name} {100 * count / total:.0f}%"
+        for name, count in sorted(per_thread.items(), key=lambda kv: -kv[1])
+    )
+    lines = [f"{total} samples (% of all samples); by thread: {threads}"]
+    lines += block("reactor thread, own time:", own_main, top)
+    lines += block("reactor thread, inclusive time:", incl_main, top * 2)
+    if own_other:
+        lines += block("other threads, own time:", own_other, top // 2)
     return "\n".join(lines)
 
 

@@ -24,6 +24,7 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from apiserver.api.events.rest import BASE, GR, EventsAPI
+from apiserver.auth import build_auth
 from apiserver.discovery import install_discovery, runtime_config_enables_events
 from apiserver.healthz import (
     HealthRegistry,
@@ -175,6 +176,7 @@ class Server:
             on_initiated=self.shutdown_check.initiate,
         )
         self.app = App(self.router, clock, policy, self.lifecycle)
+        self.app.auth = build_auth(config, reactor, self.store)
         if not config.disable_http2_serving:
             configure_http2(config.http2_max_streams_per_connection)
         self.site = ApiSite(self.app, log_requests=policy.log_requests)

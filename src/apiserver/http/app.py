@@ -130,6 +130,19 @@ class ShutdownGate(Protocol):
     def request_finished(self, info: RequestInfo) -> None: ...
 
 
+class AuthCheck(Protocol):
+    """The authentication and authorization filters (apiserver.auth implements it).
+
+    ``check`` returns None to let the request through, a Response (401/403) to refuse it,
+    or a Deferred of either. It may attach the authenticated user to the request as
+    ``request.apiserver_user``.
+    """
+
+    def check(
+        self, request: Any, info: RequestInfo
+    ) -> Response | Deferred[Response | None] | None: ...
+
+
 CORS_ALLOW_METHODS = "POST, GET, OPTIONS, PUT, DELETE, PATCH"
 CORS_ALLOW_HEADERS = (
     "Content-Type, Content-Length, Accept-Encoding, X-CSRF-Token, Authorization, "
@@ -167,6 +180,9 @@ class App:
         self.clock = clock
         self.policy = policy
         self.gate = gate
+        #: Authentication, impersonation and authorization (apiserver.auth); None: everyone
+        #: is allowed, as with ``--authorization-mode=AlwaysAllow`` and anonymous requests.
+        self.auth: AuthCheck | None = None
 
     def handle(self, request: Any) -> None:
         """Serve ``request`` (a twisted.web Request); always completes it eventually."""
@@ -196,15 +212,36 @@ class App:
         if self.policy.cors_origins and self._cors(request, method):
             return
 
-        handler = self.router.resolve(path)
-        if handler is None:
-            self.write(request, not_found_status() if info.api else not_found_text())
-            return
-
         if gate is not None:
             gate.request_started(info)
             request.notifyFinish().addBoth(lambda _: gate.request_finished(info))
 
+        auth = self.auth
+        if auth is not None:
+            verdict = auth.check(request, info)
+            if verdict is not None:
+                if isinstance(verdict, Response):
+                    self.write(request, verdict)
+                    return
+                verdict.addCallback(self._after_auth, request, info)
+                verdict.addErrback(lambda f: self._internal_error(request, f))
+                return
+        self._dispatch(request, info)
+
+    def _after_auth(self, verdict: Response | None, request: Any, info: RequestInfo) -> None:
+        if request.finished or getattr(request, "_disconnected", False):
+            return
+        if verdict is not None:
+            self.write(request, verdict)
+            return
+        self._dispatch(request, info)
+
+    def _dispatch(self, request: Any, info: RequestInfo) -> None:
+        """Route to the handler and write (or await) its answer."""
+        handler = self.router.resolve(info.path)
+        if handler is None:
+            self.write(request, not_found_status() if info.api else not_found_text())
+            return
         try:
             result = handler(request, info)
         except Exception:

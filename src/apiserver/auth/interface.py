@@ -1,0 +1,79 @@
+"""The shared vocabulary of authentication and authorization.
+
+Mirrors k8s.io/apiserver ``pkg/authentication/user`` (user.Info), ``pkg/authentication/
+authenticator`` (Request authenticators: a user, no opinion, or an error) and ``pkg/
+authorization/authorizer`` (Attributes and the Allow / Deny / NoOpinion decisions).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+import attrs
+from twisted.internet.defer import Deferred
+
+ANONYMOUS = "system:anonymous"
+UNAUTHENTICATED = "system:unauthenticated"
+AUTHENTICATED = "system:authenticated"
+MASTERS = "system:masters"
+
+
+@attrs.frozen
+class UserInfo:
+    """Who made a request (user.DefaultInfo)."""
+
+    name: str
+    uid: str = ""
+    groups: tuple[str, ...] = ()
+    extra: Mapping[str, tuple[str, ...]] = attrs.field(factory=dict)
+
+
+@attrs.frozen
+class AuthResult:
+    """A successful authentication: the user and the audiences the credential was valid for."""
+
+    user: UserInfo
+    audiences: tuple[str, ...] = ()
+
+
+class AuthenticationError(Exception):
+    """Credentials were presented and are invalid: the request gets 401 even with anonymous on."""
+
+
+class Authenticator(Protocol):
+    """Returns an AuthResult, None (no opinion: no credential of this kind), or raises
+    AuthenticationError; may return a Deferred of the same."""
+
+    def authenticate(self, request: Any) -> AuthResult | None | Deferred[AuthResult | None]: ...
+
+
+@attrs.frozen
+class Attributes:
+    """authorizer.AttributesRecord: what is asked, by whom."""
+
+    user: UserInfo
+    verb: str
+    resource_request: bool
+    path: str = ""
+    namespace: str = ""
+    api_group: str = ""
+    api_version: str = ""
+    resource: str = ""
+    subresource: str = ""
+    name: str = ""
+
+
+ALLOW = "Allow"
+DENY = "Deny"
+NO_OPINION = "NoOpinion"
+
+
+@attrs.frozen
+class Decision:
+    decision: str
+    reason: str = ""
+
+
+class Authorizer(Protocol):
+    def authorize(self, attributes: Attributes) -> Decision | Deferred[Decision]: ...
