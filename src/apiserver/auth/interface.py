@@ -45,7 +45,7 @@ class Authenticator(Protocol):
     """Returns an AuthResult, None (no opinion: no credential of this kind), or raises
     AuthenticationError; may return a Deferred of the same."""
 
-    def authenticate(self, request: Any) -> AuthResult | None | Deferred[AuthResult | None]: ...
+    def authenticate(self, request: Any) -> AuthResult | Deferred[AuthResult | None] | None: ...
 
 
 @attrs.frozen

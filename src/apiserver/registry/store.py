@@ -18,6 +18,7 @@ from typing import Any
 
 import attrs
 import orjson
+import yaml
 
 from apiserver.apimachinery import errors
 from apiserver.storage.interface import (
@@ -71,12 +72,15 @@ class Registry:
         storage_kind: str = "Event",
         storage_api_version: str = "v1",
         ttl: Callable[[], int] = lambda: 0,
+        media_type: str = "application/json",
     ) -> None:
         self.store = store
         self.base = f"{prefix.rstrip('/')}/{resource}/"
         self.group_resource = group_resource
         self._type_meta = {"kind": storage_kind, "apiVersion": storage_api_version}
         self.ttl = ttl
+        #: ``--storage-media-type``: JSON (our default) or YAML; reads accept either.
+        self.yaml = media_type == "application/yaml"
 
     # --- keys and bytes -------------------------------------------------------------------
 
@@ -96,11 +100,17 @@ class Registry:
             if key in ("kind", "apiVersion"):
                 continue
             body[key] = meta if key == "metadata" else value
+        if self.yaml:
+            return yaml.safe_dump(body, sort_keys=False, allow_unicode=True).encode()
         return orjson.dumps(body)
 
     @staticmethod
     def decode(kv: KeyValue) -> Obj:
-        obj: Obj = orjson.loads(kv.value)
+        value = kv.value
+        if value[:1] == b"{":
+            obj: Obj = orjson.loads(value)
+        else:
+            obj = yaml.safe_load(value)
         obj.pop("kind", None)
         obj.pop("apiVersion", None)
         metadata(obj)["resourceVersion"] = str(kv.mod_revision)
@@ -173,6 +183,43 @@ class Registry:
             if not result.more or last_key is None:
                 return ListPage(items, read_revision, None, None)
             start = last_key + b"\x00"
+
+    def can_list_cached(self, namespace: str | None) -> bool:
+        is_cached = getattr(self.store, "is_cached", None)
+        return is_cached is not None and bool(is_cached(self.prefix(namespace)))
+
+    async def list_cached(
+        self,
+        namespace: str | None,
+        *,
+        min_revision: int = 0,
+        limit: int = 0,
+        keep: Callable[[Obj], bool] | None = None,
+        want_remaining: bool = False,
+    ) -> ListPage:
+        """A list served from the watch cache, at least as new as ``min_revision``.
+
+        kube-apiserver serves ``resourceVersion=0`` and NotOlderThan lists from its cacher; a
+        limited page carries a continue token at the cache's revision, whose next page is an
+        exact read from the store.
+        """
+        result: RangeResult = await self.store.list_cached(  # type: ignore[attr-defined]
+            self.prefix(namespace), min_revision
+        )
+        items: list[Obj] = []
+        kvs = result.kvs
+        for index, kv in enumerate(kvs):
+            obj = self.decode(kv)
+            if keep is not None and not keep(obj):
+                continue
+            items.append(obj)
+            if limit and len(items) >= limit:
+                rest = len(kvs) - index - 1
+                if rest == 0:
+                    break
+                remaining = rest if want_remaining else None
+                return ListPage(items, result.revision, kv.key + b"\x00", remaining)
+        return ListPage(items, result.revision, None, None)
 
     # --- writes ----------------------------------------------------------------------------
 

@@ -255,12 +255,12 @@ def test_ineffective_flags_names_unimplemented_non_default_flags() -> None:
             "--secure-port=7443",  # implemented
             "--audit-log-path=/var/log/audit.log",  # not implemented
             "--enable-priority-and-fairness=false",  # not implemented
-            "--watch-cache=true",  # not implemented, but the default value
-            "--etcd-compaction-interval=10m",  # alias of a not implemented flag
+            "--enable-logs-handler=false",  # not implemented, but the default value
+            "--etcd-count-metric-poll-period=10m",  # alias of a not implemented flag
         ]
     )
     assert ineffective_flags(config) == [
-        "store-compaction-interval",
+        "store-count-metric-poll-period",
         "audit-log-path",
         "enable-priority-and-fairness",
     ]

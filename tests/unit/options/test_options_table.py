@@ -111,6 +111,17 @@ IMPLEMENTED = {
     "storage-backend",
     "event-ttl",
     "profiling",
+    "min-request-timeout",
+    "delete-collection-workers",
+    "runtime-config",
+    "watch-cache",
+    "watch-cache-sizes",
+    "storage-media-type",
+    "lease-reuse-duration-seconds",
+    "store-compaction-interval",
+    "store-cafile",
+    "store-certfile",
+    "store-keyfile",
 }
 
 

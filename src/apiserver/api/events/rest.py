@@ -36,7 +36,12 @@ from apiserver.http.app import STREAMING, RequestInfo
 from apiserver.http.response import Response
 from apiserver.registry import codec
 from apiserver.registry.store import Obj, Registry, metadata
-from apiserver.storage.interface import CompactedError, FutureRevisionError
+from apiserver.storage.interface import (
+    CompactedError,
+    FutureRevisionError,
+    StorageTimeoutError,
+    UnavailableError,
+)
 
 log = Logger()
 
@@ -182,6 +187,14 @@ class EventsAPI:
                 return failure.value.response()
             if failure.check(CompactedError):
                 return errors.expired(EXPIRED_LIST).response()
+            if failure.check(StorageTimeoutError):
+                # etcd3 store: a request that hit its context deadline (spec §7 Timeout row).
+                return errors.timeout(
+                    "Timeout: request did not complete within requested timeout - "
+                    "context deadline exceeded"
+                ).response()
+            if failure.check(UnavailableError):
+                return errors.internal_error(failure.getErrorMessage()).response()
             return failure
 
         return d.addErrback(to_status)
@@ -604,6 +617,8 @@ class EventsAPI:
         limit = opts.limit or 0
         start_key = b""
         revision = 0
+        from_cache = False
+        min_revision = 0
         prefix = self.registry.prefix(namespace)
         if opts.continue_:
             if rv_text not in ("", "0"):
@@ -616,6 +631,9 @@ class EventsAPI:
                 raise errors.bad_request(str(error)) from None
             start_key = start.encode()
             revision = token_rv if token_rv > 0 else 0
+        elif rv_text == "0" and match != "Exact":
+            # "any": the watch cache answers (kube-apiserver's cacher semantics).
+            from_cache = self.registry.can_list_cached(namespace)
         elif rv_text not in ("", "0"):
             wanted = _parse_rv(rv_text)
             if match == "Exact" or (match == "" and limit > 0):
@@ -624,15 +642,26 @@ class EventsAPI:
                 current = await self.registry.current_revision()
                 if wanted > current:
                     raise errors.too_large_resource_version(wanted, current)
+                from_cache = self.registry.can_list_cached(namespace)
+                min_revision = wanted
         try:
-            page = await self.registry.list_page(
-                namespace,
-                start_key=start_key,
-                revision=revision,
-                limit=limit,
-                keep=keep,
-                want_remaining=keep is None,
-            )
+            if from_cache:
+                page = await self.registry.list_cached(
+                    namespace,
+                    min_revision=min_revision,
+                    limit=limit,
+                    keep=keep,
+                    want_remaining=keep is None,
+                )
+            else:
+                page = await self.registry.list_page(
+                    namespace,
+                    start_key=start_key,
+                    revision=revision,
+                    limit=limit,
+                    keep=keep,
+                    want_remaining=keep is None,
+                )
         except CompactedError:
             if opts.continue_:
                 start = start_key[len(prefix) :].rstrip(b"\x00").decode()
@@ -641,6 +670,11 @@ class EventsAPI:
                     410, "Expired", EXPIRED_CONTINUE, list_meta={"continue": fresh}
                 ) from None
             raise errors.expired(EXPIRED_LIST) from None
+        except StorageTimeoutError:
+            if not from_cache:
+                raise
+            current = await self.registry.current_revision()
+            raise errors.too_large_resource_version(min_revision, current) from None
         except FutureRevisionError:
             current = await self.registry.current_revision()
             raise errors.too_large_resource_version(revision, current) from None

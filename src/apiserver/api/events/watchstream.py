@@ -101,7 +101,11 @@ class WatchStream:
         if self.ended:
             return
         self.watch = self.registry.watch(self.namespace, start_revision, self._on_event)
-        self.watch.done.addErrback(self._watch_failed)
+        self.watch.done.addCallbacks(self._watch_ended, self._watch_failed)
+        if hasattr(self.watch, "pauseProducing") and not self.ended:
+            # Flow control: the watch cache pauses this watcher while the connection's buffer
+            # is full and drops it once it falls too far behind (bounded memory).
+            self.request.registerProducer(self.watch, True)
         if not self.ended:
             self.timer = self.clock.callLater(self.timeout, self.end)
 
@@ -178,6 +182,10 @@ class WatchStream:
             log.failure("writing a watch event failed")
             self.end()
 
+    def _watch_ended(self, _: object) -> None:
+        """The store or the cache ended the watch (a slow watcher, a re-list): end cleanly."""
+        self.end()
+
     def _watch_failed(self, failure: Failure) -> None:
         if self.ended:
             return
@@ -214,7 +222,12 @@ class WatchStream:
         if self.timer is not None and self.timer.active():
             self.timer.cancel()
         if self.watch is not None:
-            self.watch.cancel()
-            self.watch = None
+            watch, self.watch = self.watch, None
+            if hasattr(watch, "pauseProducing"):
+                try:
+                    self.request.unregisterProducer()
+                except Exception:
+                    pass
+            watch.cancel()
         if self.lifecycle is not None:
             self.lifecycle.remove_watch(self)
