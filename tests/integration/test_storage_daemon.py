@@ -109,7 +109,7 @@ def test_two_servers_on_one_etcd_share_watches(
     first = start_daemon(args, name="first")
     second = start_daemon(args, name="second")
     namespace = "shared-" + uuid.uuid4().hex[:6]
-    status, _, body = first.get(f"/apis/events.k8s.io/v1/namespaces/{namespace}/events")
+    _, _, body = first.get(f"/apis/events.k8s.io/v1/namespaces/{namespace}/events")
     rv = json.loads(body)["metadata"]["resourceVersion"]
     import http.client
 
