@@ -248,9 +248,9 @@ def test_output_forms(api_server: ApiServer, ns: str) -> None:  # noqa: F811
     )
     assert status == 200 and partial["kind"] == "PartialObjectMetadata"
     assert partial["metadata"]["name"] == "o1"
-    status, _, error = call(d, "GET", path, Accept="application/vnd.kubernetes.protobuf")
+    status, _, _error = call(d, "GET", path, Accept="application/vnd.kubernetes.protobuf")
     assert status == 406
-    status, _, text = call(d, "GET", path + "/o1?pretty=true")
+    status, _, _text = call(d, "GET", path + "/o1?pretty=true")
     assert status == 200
     raw_pretty = d.get(path + "/o1?pretty=true")[2]
     assert raw_pretty.startswith(b'{\n  "kind": "Event"')
