@@ -121,3 +121,26 @@ def test_twistd_help_after_readme_install(tmp_path: Path) -> None:
     assert console.returncode == 0, console.stderr
     assert "--secure-port" in console.stdout
     assert str(REPO / "src") not in env.get("PYTHONPATH", "")
+
+
+def test_installed_package_serves_without_source_paths(tmp_path: Path) -> None:
+    """The README's install alone (no source tree on PYTHONPATH) runs the whole server."""
+    bindir = Path(sys.executable).parent
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    daemon = Daemon(tmp_path / "installed")
+    command = daemon.command()
+    command[0] = str(bindir / "apiserver")
+    del command[1:4]  # the console script adds --nodaemon, --pidfile= and the plugin name
+    daemon.workdir.mkdir(parents=True)
+    log = open(daemon.log_path, "ab")  # noqa: SIM115 - closed below
+    daemon.proc = subprocess.Popen(
+        command, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=tmp_path
+    )
+    log.close()
+    try:
+        daemon.wait_ready(60)
+        status, _, body = daemon.get("/apis/events.k8s.io/v1/namespaces/default/events")
+        assert status == 200, body
+        assert b'"kind":"EventList"' in body
+    finally:
+        daemon.stop()

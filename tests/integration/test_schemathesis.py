@@ -42,26 +42,22 @@ def st_daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
         daemon.stop()
 
 
-@pytest.fixture(scope="module")
-def api_schema(st_daemon: Daemon):  # type: ignore[no-untyped-def]
-    schema = schemathesis.openapi.from_dict(prepare_document(load_reference()))
-    schema.config.update(
-        base_url=st_daemon.url,
-        tls_verify=str(st_daemon.cert_dir / "apiserver.crt"),
-        request_timeout=10,
-    )
-    return schema.exclude(path_regex="/watch/")
+SCHEMA = schemathesis.openapi.from_dict(prepare_document(load_reference())).exclude(
+    path_regex="/watch/"
+)
 
 
-schema = schemathesis.pytest.from_fixture("api_schema")
-
-
-@schema.parametrize()
+@SCHEMA.parametrize()
 @settings(
     max_examples=20,
     derandomize=True,
     deadline=None,
     suppress_health_check=list(HealthCheck),
 )
-def test_api(case) -> None:  # type: ignore[no-untyped-def]
-    case.call_and_validate(checks=CHECKS)
+def test_api(case, st_daemon: Daemon) -> None:  # type: ignore[no-untyped-def]
+    case.call_and_validate(
+        base_url=st_daemon.url,
+        checks=CHECKS,
+        verify=str(st_daemon.cert_dir / "apiserver.crt"),
+        timeout=10,
+    )

@@ -1,0 +1,1 @@
+"""The generic registry between the REST handlers and the storage interface."""
