@@ -69,13 +69,30 @@ def hsts_value(directives: list[str]) -> str | None:
 ETCD_REQUEST_TIMEOUT = 5.0
 
 
+EVENTS_RESOURCES = ("/events", "events.k8s.io/events", "events")
+
+
+def events_servers(config: ServerConfig) -> list[str]:
+    """``--store-servers``, unless ``--store-servers-overrides`` moves events elsewhere.
+
+    An override ``group/resource#url;url`` for core ``/events`` or ``events.k8s.io/events``
+    (they share one storage location in kube-apiserver) wins for the only resource we store.
+    """
+    for override in config.store_servers_overrides or ():
+        resource, _, servers = str(override).partition("#")
+        if resource in EVENTS_RESOURCES:
+            return [s for s in servers.split(";") if s]
+    return list(config.store_servers or ())
+
+
 def make_store(config: ServerConfig, reactor: Any) -> tuple[Store, str]:
     """The configured backend and the name of its health check."""
-    if config.store_servers:
+    servers = events_servers(config)
+    if servers:
         from apiserver.storage.etcd3 import Etcd3Store
 
         store: Store = Etcd3Store(
-            list(config.store_servers),
+            servers,
             reactor,
             ca_file=config.store_cafile or None,
             cert_file=config.store_certfile or None,

@@ -17,6 +17,9 @@ on an in-memory copy with these documented adjustments (the file itself is never
   left out of generation: a watch answers a stream of newline-delimited WatchEvent documents
   that ends only at ``timeoutSeconds`` (default 30–60 minutes), which neither a fuzzer nor a
   single-document schema check can handle. Fixed watch cases in the test cover them instead.
+
+:func:`enrich_for_fuzzing` goes further, for a second run that gets past the option checks
+into the storage path; every change there states what kube-apiserver documents or does.
 """
 
 from __future__ import annotations
@@ -32,6 +35,8 @@ from schemathesis.checks import not_a_server_error
 REFERENCE = Path("/work/shared/reference/events-v1-openapi.json")
 """Where the shared tree keeps the official document (next to the repository)."""
 
+SCHEMAS = "#/components/schemas/"
+META = "io.k8s.apimachinery.pkg.apis.meta.v1."
 STATUS_REF = "#/components/schemas/io.k8s.apimachinery.pkg.apis.meta.v1.Status"
 HTTP_METHODS = ("get", "put", "post", "delete", "patch", "head", "options")
 
@@ -113,3 +118,123 @@ def not_a_server_error_but_kube(ctx: CheckContext, response: Response, case: Cas
     if is_kube_unwrapped_500(response):
         return None
     return not_a_server_error(ctx, response, case)  # type: ignore[no-any-return]
+
+
+SEED_NAMESPACE = "default"
+SEED_NAME = "seed"
+MICRO_TIME_PATTERN = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6}Z$"
+"""``metav1.MicroTime`` on the wire: RFC 3339 with exactly six fraction digits (spec §2); the
+server emits UTC ``Z``. Other shapes are a 400 decode error, which the first run covers."""
+
+DNS_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]{0,30}[a-z0-9])?$"
+DNS_SUBDOMAIN_PATTERN = r"^[a-z0-9]([-a-z0-9.]{0,30}[a-z0-9])?$"
+
+# Valid values that kube-apiserver lists in each parameter's description (its OpenAPI
+# generator emits no ``enum`` for these string options).
+OPTION_ENUMS: dict[str, list[str]] = {
+    "dryRun": ["All"],
+    "fieldValidation": ["Ignore", "Warn", "Strict"],
+    "propagationPolicy": ["Foreground", "Background", "Orphan"],
+    "resourceVersionMatch": ["Exact", "NotOlderThan"],
+}
+OPTION_EXAMPLES: dict[str, Any] = {"fieldManager": "fuzz", "timeoutSeconds": 5, "limit": 5}
+
+
+def seed_event(namespace: str = SEED_NAMESPACE, name: str = SEED_NAME) -> dict[str, Any]:
+    """A valid events.k8s.io/v1 Event: the example body, and what the fixture stores first."""
+    return {
+        "apiVersion": "events.k8s.io/v1",
+        "kind": "Event",
+        "metadata": {"name": name, "namespace": namespace, "labels": {"fuzz": "yes"}},
+        "eventTime": "2026-01-02T03:04:05.123456Z",
+        "reportingController": "example.com/fuzzer",
+        "reportingInstance": "fuzzer-1",
+        "action": "Probe",
+        "reason": "Fuzzed",
+        "type": "Normal",
+        "note": "seed event",
+        "regarding": {"kind": "Pod", "namespace": namespace, "name": "pod-1"},
+    }
+
+
+def _json_patch_schema() -> dict[str, Any]:
+    """RFC 6902 documents, which kube-apiserver accepts as ``application/json-patch+json``."""
+    return {
+        "type": "array",
+        "maxItems": 4,
+        "items": {
+            "type": "object",
+            "required": ["op", "path"],
+            "properties": {
+                "op": {"type": "string", "enum": ["add", "remove", "replace", "move", "copy", "test"]},
+                "path": {"type": "string"},
+                "from": {"type": "string"},
+                "value": {},
+            },
+        },
+    }
+
+
+def enrich_for_fuzzing(document: dict[str, Any]) -> dict[str, Any]:
+    """:func:`prepare_document` plus what kube-apiserver documents in prose or in newer documents.
+
+    * string options get the valid values their descriptions list as ``enum`` (negative
+      generation still sends other values); without that, almost every POST/PUT stops at
+      ``dryRun: Unsupported value: [""]`` (422) before reaching validation or storage;
+    * path ``namespace``/``name`` get DNS label/subdomain patterns and the seed event's
+      coordinates as examples, so the examples phase reads, patches, replaces and deletes a
+      real object;
+    * MicroTime gets its exact wire pattern (see :data:`MICRO_TIME_PATTERN`);
+    * PATCH gets the four media types kube-apiserver serves (the 1.27+ group document and
+      ``apiserver: pkg/endpoints/installer.go`` list json-patch, merge-patch, strategic-merge-patch
+      and apply-patch+yaml) besides the document's ``application/json`` (which it answers 415);
+    * request bodies get a valid example event.
+    """
+    doc = prepare_document(document)
+    schemas = doc["components"]["schemas"]
+    schemas[META + "MicroTime"] = {"type": "string", "pattern": MICRO_TIME_PATTERN}
+    event = seed_event()
+    for path, item in doc["paths"].items():
+        params = list(item.get("parameters", []))
+        for method in HTTP_METHODS:
+            if method in item:
+                params.extend(item[method].get("parameters", []))
+        for param in params:
+            name = param.get("name")
+            schema = param.setdefault("schema", {})
+            if name in OPTION_ENUMS:
+                schema["enum"] = OPTION_ENUMS[name]
+                param["example"] = OPTION_ENUMS[name][0]
+            elif name in OPTION_EXAMPLES:
+                param["example"] = OPTION_EXAMPLES[name]
+            elif name == "namespace" and param.get("in") == "path":
+                schema["pattern"] = DNS_LABEL_PATTERN
+                param["example"] = SEED_NAMESPACE
+            elif name == "name" and param.get("in") == "path":
+                schema["pattern"] = DNS_SUBDOMAIN_PATTERN
+                param["example"] = SEED_NAME
+        for method in ("post", "put"):
+            body = item.get(method, {}).get("requestBody")
+            if body is not None:
+                body["content"]["application/json"]["example"] = copy.deepcopy(event)
+        patch = item.get("patch")
+        if patch is not None:
+            content = patch["requestBody"]["content"]
+            object_schema = {"$ref": SCHEMAS + META + "Patch"}
+            content["application/merge-patch+json"] = {
+                "schema": object_schema,
+                "example": {"metadata": {"labels": {"patched": "merge"}}},
+            }
+            content["application/strategic-merge-patch+json"] = {
+                "schema": object_schema,
+                "example": {"metadata": {"labels": {"patched": "strategic"}}},
+            }
+            content["application/json-patch+json"] = {
+                "schema": _json_patch_schema(),
+                "example": [{"op": "add", "path": "/metadata/labels/patched", "value": "json"}],
+            }
+            content["application/apply-patch+yaml"] = {
+                "schema": {"$ref": SCHEMAS + "io.k8s.api.events.v1.Event"},
+                "example": copy.deepcopy(event),
+            }
+    return doc

@@ -168,3 +168,13 @@ def test_frozen_etcd_turns_readyz_red_and_writes_fail_fast(
     status, _, body = daemon.get("/apis/events.k8s.io/v1/namespaces/default/events")
     names = {i["metadata"]["name"] for i in json.loads(body)["items"]}
     assert {"before", "after"} <= names
+
+
+def test_servers_override_moves_events_to_etcd(
+    start_daemon: Callable[..., Daemon], etcd: EtcdServer
+) -> None:
+    daemon = start_daemon([f"--store-servers-overrides=/events#{etcd.client_url}"])
+    status, _, body = daemon.get("/readyz?verbose")
+    assert status == 200
+    assert b"[+]etcd ok" in body
+    assert post(daemon, "overridden") == 201

@@ -405,6 +405,7 @@ FLAGS: tuple[Flag, ...] = (
         "Store servers for single resources, as group/resource#servers with the server URLs "
         "separated by semicolons, e.g. /events#http://127.0.0.1:4002.",
         aliases=("etcd-servers-overrides",),
+        implemented=True,
     ),
     _etcd(
         "watch-cache",

@@ -122,6 +122,7 @@ IMPLEMENTED = {
     "store-cafile",
     "store-certfile",
     "store-keyfile",
+    "store-servers-overrides",
 }
 
 
