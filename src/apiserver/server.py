@@ -42,6 +42,7 @@ from apiserver.http.h2 import configure_http2
 from apiserver.http.info_routes import index_handler, version_handler
 from apiserver.http.response import Response
 from apiserver.http.site import ApiSite
+from apiserver.metrics import Metrics, StorageMetricsPoller, file_size
 from apiserver.openapi import install_openapi
 from apiserver.options import ServerConfig, ineffective_flags
 from apiserver.registry.store import Registry
@@ -202,6 +203,18 @@ class Server:
         )
         self.app = App(self.router, clock, policy, self.lifecycle)
         self.app.auth = build_auth(config, reactor, self.store)
+        self.metrics = Metrics(disabled=config.disabled_metrics or ())
+        self.app.metrics = self.metrics
+        self.router.add("/metrics", self.metrics.handler(profiling=bool(config.profiling)))
+        self.storage_metrics = StorageMetricsPoller(
+            self.metrics,
+            clock,
+            count=lambda: self.store.count(self.store_prefix_events()),
+            db_size=self._db_size(store, backend),
+            endpoint=",".join(events_servers(config)) or config.data_dir,
+            count_period=config.store_count_metric_poll_period,
+            db_period=config.store_db_metric_poll_interval,
+        )
         if not config.disable_http2_serving:
             configure_http2(config.http2_max_streams_per_connection)
         self.site = ApiSite(self.app, log_requests=policy.log_requests)
@@ -323,6 +336,15 @@ class Server:
         port = self.listener.bound_port() if self.listener.port else self.config.secure_port
         return f"{host}:{port}"
 
+    def store_prefix_events(self) -> bytes:
+        return (self.config.store_prefix.rstrip("/") + "/events/").encode()
+
+    @staticmethod
+    def _db_size(store: Store, backend: str) -> Any:
+        if backend == "etcd":
+            return getattr(store, "db_size", lambda: None)
+        return file_size(getattr(store, "_path", ""))
+
     def _paths(self) -> list[str]:
         return [*self.router.paths(), *all_paths(self.health)]
 
@@ -352,6 +374,7 @@ class Server:
         return self.listener.stop_listening()
 
     def _stop_process(self) -> None:
+        self.storage_metrics.stop()
         self.store_check.close()
         self.store_ready_check.close()
         if self.reactor.running:
@@ -374,6 +397,7 @@ class Server:
                 "flag --{name} has no effect yet: it is accepted and validated only", name=name
             )
         self.install_signal_handlers()
+        self.store_service.wait_ready().addCallback(lambda _: self.storage_metrics.start())
         self.hooks.run_all()
 
     def install_signal_handlers(self) -> None:

@@ -183,6 +183,8 @@ class App:
         #: Authentication, impersonation and authorization (apiserver.auth); None: everyone
         #: is allowed, as with ``--authorization-mode=AlwaysAllow`` and anonymous requests.
         self.auth: AuthCheck | None = None
+        #: Request metrics (apiserver.metrics.Metrics) or None.
+        self.metrics: Any = None
 
     def handle(self, request: Any) -> None:
         """Serve ``request`` (a twisted.web Request); always completes it eventually."""
@@ -212,9 +214,21 @@ class App:
         if self.policy.cors_origins and self._cors(request, method):
             return
 
-        if gate is not None:
-            gate.request_started(info)
-            request.notifyFinish().addBoth(lambda _: gate.request_finished(info))
+        metrics = self.metrics
+        if gate is not None or metrics is not None:
+            if gate is not None:
+                gate.request_started(info)
+            if metrics is not None:
+                metrics.request_started(info)
+            started = self.clock.seconds()
+
+            def finished(_: object) -> None:
+                if gate is not None:
+                    gate.request_finished(info)
+                if metrics is not None:
+                    metrics.request_finished(info, request.code, self.clock.seconds() - started)
+
+            request.notifyFinish().addBoth(finished)
 
         auth = self.auth
         if auth is not None:

@@ -349,6 +349,7 @@ FLAGS: tuple[Flag, ...] = (
         60.0,
         "How often the number of objects of each resource is counted; 0 disables it.",
         aliases=("etcd-count-metric-poll-period",),
+        implemented=True,
     ),
     _etcd(
         "store-db-metric-poll-interval",
@@ -356,6 +357,7 @@ FLAGS: tuple[Flag, ...] = (
         30.0,
         "How often the store database size is polled for metrics; 0 disables it.",
         aliases=("etcd-db-metric-poll-interval",),
+        implemented=True,
     ),
     _etcd(
         "store-healthcheck-timeout",
@@ -1071,6 +1073,7 @@ FLAGS: tuple[Flag, ...] = (
         "Metrics",
         "Fully qualified names of metrics that are never registered. Wins over "
         "--show-hidden-metrics-for-version.",
+        implemented=True,
     ),
     Flag(
         "show-hidden-metrics-for-version",

@@ -256,13 +256,13 @@ def test_ineffective_flags_names_unimplemented_non_default_flags() -> None:
             "--audit-log-path=/var/log/audit.log",  # not implemented
             "--enable-priority-and-fairness=false",  # not implemented
             "--enable-logs-handler=false",  # not implemented, but the default value
-            "--etcd-count-metric-poll-period=10m",  # alias of a not implemented flag
+            "--kubelet-timeout=10s",  # alias of a not implemented flag
         ]
     )
     assert ineffective_flags(config) == [
-        "store-count-metric-poll-period",
         "audit-log-path",
         "enable-priority-and-fairness",
+        "nodeagent-timeout",
     ]
 
 

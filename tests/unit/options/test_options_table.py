@@ -123,6 +123,9 @@ IMPLEMENTED = {
     "store-certfile",
     "store-keyfile",
     "store-servers-overrides",
+    "store-count-metric-poll-period",
+    "store-db-metric-poll-interval",
+    "disabled-metrics",
 }
 
 

@@ -395,6 +395,12 @@ class Etcd3Store:
 
     # -- health -------------------------------------------------------------------------------
 
+    def db_size(self) -> Deferred[int]:
+        """The database size etcd reports (``/v3/maintenance/status`` ``dbSize``), for the
+        ``apiserver_storage_db_total_size_in_bytes`` metric."""
+        d = self._gateway.call("/v3/maintenance/status", {}, idempotent=True)
+        return d.addCallback(lambda response: int(response.get("dbSize", 0) or 0))
+
     def check_health(self, timeout: float) -> Deferred[None]:
         """kube-apiserver's ``etcd`` livez/healthz check: a GET of the health key within
         ``timeout``. A permission error still proves etcd answers, as upstream treats it."""

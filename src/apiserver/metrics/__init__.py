@@ -1,0 +1,296 @@
+"""``/metrics``: the request and storage series of kube-apiserver, in Prometheus text.
+
+Follows k8s.io/apiserver ``pkg/endpoints/metrics/metrics.go`` (``apiserver_request_total``,
+``apiserver_request_duration_seconds``, ``apiserver_current_inflight_requests``,
+``apiserver_longrunning_requests``) and ``pkg/storage/etcd3/metrics`` (``apiserver_storage_objects``
+polled every ``--store-count-metric-poll-period``, ``apiserver_storage_db_total_size_in_bytes``
+every ``--store-db-metric-poll-interval``). prometheus-client does the bookkeeping and the text
+format; ``--disabled-metrics`` names are never registered, as in component-base.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from twisted.internet.defer import Deferred
+from twisted.internet.interfaces import IReactorTime
+from twisted.internet.task import LoopingCall
+from twisted.logger import Logger
+
+from apiserver.http.app import RequestInfo
+from apiserver.http.response import Response
+
+log = Logger()
+
+DURATION_BUCKETS = (
+    0.005,
+    0.025,
+    0.05,
+    0.1,
+    0.2,
+    0.4,
+    0.6,
+    0.8,
+    1.0,
+    1.25,
+    1.5,
+    2,
+    3,
+    4,
+    5,
+    6,
+    8,
+    10,
+    15,
+    20,
+    30,
+    45,
+    60,
+)
+REQUEST_LABELS = (
+    "verb",
+    "dry_run",
+    "group",
+    "version",
+    "resource",
+    "subresource",
+    "scope",
+    "component",
+    "code",
+)
+
+
+class _Disabled:
+    """Stands in for a metric turned off by --disabled-metrics."""
+
+    def labels(self, *args: Any, **kwargs: Any) -> _Disabled:
+        return self
+
+    def inc(self, *args: Any) -> None:
+        return None
+
+    def dec(self, *args: Any) -> None:
+        return None
+
+    def set(self, *args: Any) -> None:
+        return None
+
+    def observe(self, *args: Any) -> None:
+        return None
+
+
+class Metrics:
+    """The server's metric registry and what records into it."""
+
+    def __init__(self, disabled: Iterable[str] = ()) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.disabled = set(disabled)
+        self.requests = self._make(
+            Counter,
+            "apiserver_request_total",
+            "Counter of apiserver requests broken out for each verb, dry run value, group, "
+            "version, resource, scope, component, and HTTP response code.",
+            REQUEST_LABELS,
+        )
+        self.durations = self._make(
+            Histogram,
+            "apiserver_request_duration_seconds",
+            "Response latency distribution in seconds for each verb, dry run value, group, "
+            "version, resource, subresource, scope and component.",
+            REQUEST_LABELS[:-1],
+            buckets=DURATION_BUCKETS,
+        )
+        self.inflight = self._make(
+            Gauge,
+            "apiserver_current_inflight_requests",
+            "Maximal number of currently used inflight request limit of this apiserver per "
+            "request kind in last second.",
+            ("request_kind",),
+        )
+        self.longrunning = self._make(
+            Gauge,
+            "apiserver_longrunning_requests",
+            "Gauge of all active long-running apiserver requests broken out by verb, group, "
+            "version, resource, scope and component.",
+            ("verb", "group", "version", "resource", "subresource", "scope", "component"),
+        )
+        self.storage_objects = self._make(
+            Gauge,
+            "apiserver_storage_objects",
+            "Number of stored objects at the time of last check split by kind.",
+            ("resource",),
+        )
+        self.storage_db_size = self._make(
+            Gauge,
+            "apiserver_storage_db_total_size_in_bytes",
+            "Total size of the storage database file physically allocated in bytes.",
+            ("endpoint",),
+        )
+        self._inflight = {"readOnly": 0, "mutating": 0}
+
+    def _make(self, kind: Any, name: str, doc: str, labels: Iterable[str], **kw: Any) -> Any:
+        if name in self.disabled:
+            return _Disabled()
+        return kind(name, doc, list(labels), registry=self.registry, **kw)
+
+    # --- requests ----------------------------------------------------------------------
+
+    def request_started(self, info: RequestInfo) -> None:
+        kind = "readOnly" if info.method in ("GET", "HEAD") else "mutating"
+        if info.long_running:
+            self.longrunning.labels(*_resource_labels(info, "WATCH")[:7]).inc()
+            return
+        self._inflight[kind] += 1
+        self.inflight.labels(kind).set(self._inflight[kind])
+
+    def request_finished(self, info: RequestInfo, code: int, seconds: float) -> None:
+        verb = request_verb(info)
+        labels = _resource_labels(info, verb)
+        if info.long_running:
+            self.longrunning.labels(*labels[:7]).dec()
+        else:
+            kind = "readOnly" if info.method in ("GET", "HEAD") else "mutating"
+            self._inflight[kind] -= 1
+            self.inflight.labels(kind).set(self._inflight[kind])
+        dry_run = "All" if b"dryRun" in info.query else ""
+        full = (labels[0], dry_run, *labels[1:])
+        self.requests.labels(*full, str(code)).inc()
+        self.durations.labels(*full).observe(seconds)
+
+    # --- serving -----------------------------------------------------------------------
+
+    def handler(self, profiling: bool) -> Callable[[Any, RequestInfo], Response]:
+        def handle(request: Any, info: RequestInfo) -> Response:
+            if info.method == "DELETE" and profiling:
+                self.reset()
+                return Response(
+                    200, (("Content-Type", "text/plain; charset=utf-8"),), b"metrics reset\n"
+                )
+            return Response(
+                200, (("Content-Type", CONTENT_TYPE_LATEST),), generate_latest(self.registry)
+            )
+
+        return handle
+
+    def reset(self) -> None:
+        """``DELETE /metrics`` (with profiling on): start the counters anew."""
+        for metric in (self.requests, self.durations):
+            clear = getattr(metric, "clear", None)
+            if clear is not None:
+                clear()
+
+
+def request_verb(info: RequestInfo) -> str:
+    """kube's upper-case metric verb: LIST and WATCH split off GET, APPLY off PATCH."""
+    method = info.method
+    if not info.api:
+        return method
+    if info.long_running:
+        return "WATCH"
+    if method == "GET":
+        return "GET" if _is_item(info.path) else "LIST"
+    if method == "DELETE" and not _is_item(info.path):
+        return "DELETECOLLECTION"
+    if method == "POST":
+        return "POST"
+    return method
+
+
+def _is_item(path: str) -> bool:
+    parts = [p for p in path.split("/") if p]
+    # /apis/<group>/<version>/namespaces/<ns>/<resource>/<name>
+    return len(parts) == 7 and parts[3] == "namespaces"
+
+
+def _resource_labels(info: RequestInfo, verb: str) -> tuple[str, ...]:
+    parts = [p for p in info.path.split("/") if p]
+    if info.api and len(parts) >= 4 and parts[0] == "apis":
+        group, version = parts[1], parts[2]
+        rest = parts[3:]
+        if rest and rest[0] == "watch":
+            rest = rest[1:]
+        if len(rest) >= 3 and rest[0] == "namespaces":
+            return (verb, group, version, rest[2], "", "namespace", "apiserver")
+        if rest:
+            return (verb, group, version, rest[0], "", "cluster", "apiserver")
+    return (verb, "", "", "", info.path if not info.api else "", "", "")
+
+
+class StorageMetricsPoller:
+    """Polls the object count and the database size on the configured periods (0: off)."""
+
+    def __init__(
+        self,
+        metrics: Metrics,
+        clock: IReactorTime,
+        *,
+        count: Callable[[], Deferred[int]],
+        db_size: Callable[[], Deferred[int] | int | None],
+        endpoint: str,
+        count_period: float,
+        db_period: float,
+        resource: str = "events.events.k8s.io",
+    ) -> None:
+        self.metrics = metrics
+        self.loops: list[LoopingCall] = []
+        self.count_period, self.db_period = count_period, db_period
+        self.clock = clock
+        self._count, self._db_size = count, db_size
+        self.endpoint, self.resource = endpoint, resource
+
+    def start(self) -> None:
+        for period, fn in ((self.count_period, self.poll_count), (self.db_period, self.poll_db)):
+            if period > 0:
+                loop = LoopingCall(fn)
+                loop.clock = self.clock
+                loop.start(period, now=True).addErrback(
+                    lambda f: log.failure("storage metric poll failed", f)
+                )
+                self.loops.append(loop)
+
+    def stop(self) -> None:
+        for loop in self.loops:
+            if loop.running:
+                loop.stop()
+        self.loops = []
+
+    def poll_count(self) -> Deferred[None]:
+        def record(count: int) -> None:
+            self.metrics.storage_objects.labels(self.resource).set(count)
+
+        def failed(failure: Any) -> None:
+            log.debug("object count failed: {e}", e=failure.getErrorMessage())
+
+        return self._count().addCallbacks(record, failed)
+
+    def poll_db(self) -> Any:
+        from twisted.internet.defer import maybeDeferred
+
+        d: Deferred[Any] = maybeDeferred(self._db_size)
+
+        def record(size: Any) -> None:
+            if size is not None:
+                self.metrics.storage_db_size.labels(self.endpoint).set(size)
+
+        d.addCallback(record)
+        d.addErrback(lambda f: log.debug("db size failed: {e}", e=f.getErrorMessage()))
+        return d
+
+
+def file_size(path: str) -> Callable[[], int | None]:
+    """The embedded store's size on disk: the database file plus its WAL."""
+
+    def size() -> int | None:
+        total = 0
+        for suffix in ("", "-wal"):
+            try:
+                total += os.path.getsize(path + suffix)
+            except OSError:
+                continue
+        return total
+
+    return size
