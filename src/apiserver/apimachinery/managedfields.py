@@ -31,6 +31,7 @@ Rules kept from kube:
 from __future__ import annotations
 
 import copy
+import functools
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
@@ -784,6 +785,7 @@ Managers = dict[str, ManagerEntry]
 """Entries by manager identifier (``BuildManagerIdentifier``)."""
 
 
+@functools.lru_cache(maxsize=1024)
 def manager_identifier(
     manager: str, operation: str, api_version: str, subresource: str = ""
 ) -> str:

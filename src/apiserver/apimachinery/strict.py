@@ -338,10 +338,12 @@ def loads_pairs(data: bytes) -> Any:
 
     Raises ``ValueError`` with Go's wording if ``data`` is not valid JSON.
     """
-    error = go_json_syntax_error(data)
-    if error is not None:
-        raise ValueError(error)
-    return json.loads(data.decode("utf-8", "replace"), object_pairs_hook=Pairs)
+    try:
+        return json.loads(data.decode("utf-8", "replace"), object_pairs_hook=Pairs)
+    except ValueError:
+        # Only a body that does not parse pays for the Go-worded scan (a hot path otherwise).
+        error = go_json_syntax_error(data)
+        raise ValueError(error or "invalid JSON") from None
 
 
 # --- the strict walk ---------------------------------------------------------------------------

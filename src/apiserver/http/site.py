@@ -44,6 +44,12 @@ class ApiRequest(server.Request):
 
     defaultContentType = None
 
+    # The API takes JSON and YAML bodies only: __init__ turns off twisted.web's form parsing,
+    # which runs every POST's Content-Type through the email package.
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("parsePOSTFormSubmission", False)
+        super().__init__(*args, **kwargs)
+
     def process(self) -> None:
         self.site = self.channel.site  # type: ignore[attr-defined]
         self.responseHeaders.setRawHeaders(b"date", [_dates.now()])

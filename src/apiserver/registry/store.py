@@ -34,6 +34,8 @@ from apiserver.storage.interface import (
 )
 
 Obj = dict[str, Any]
+#: Decoded objects kept per (key, revision); oldest out first.
+DECODE_CACHE_SIZE = 20000
 TryUpdate = Callable[[Obj | None], Awaitable[Obj | None]]
 
 
@@ -79,6 +81,7 @@ class Registry:
         self.group_resource = group_resource
         self._type_meta = {"kind": storage_kind, "apiVersion": storage_api_version}
         self.ttl = ttl
+        self._decoded: dict[tuple[bytes, int], Obj] = {}
         #: ``--storage-media-type``: JSON (our default) or YAML; reads accept either.
         self.yaml = media_type == "application/yaml"
 
@@ -104,8 +107,25 @@ class Registry:
             return yaml.safe_dump(body, sort_keys=False, allow_unicode=True).encode()
         return orjson.dumps(body)
 
+    def decode(self, kv: KeyValue) -> Obj:
+        """The object stored in ``kv`` with its resourceVersion; shared, treat as read-only.
+
+        Decoded objects are memoized per (key, revision): a stored revision never changes, and
+        lists, gets and watch fan-out read the same revisions over and over.
+        """
+        memo_key = (kv.key, kv.mod_revision)
+        cached = self._decoded.get(memo_key)
+        if cached is not None:
+            return cached
+        obj = self._decode(kv)
+        decoded = self._decoded
+        if len(decoded) >= DECODE_CACHE_SIZE:
+            del decoded[next(iter(decoded))]
+        decoded[memo_key] = obj
+        return obj
+
     @staticmethod
-    def decode(kv: KeyValue) -> Obj:
+    def _decode(kv: KeyValue) -> Obj:
         value = kv.value
         if value[:1] == b"{":
             obj: Obj = orjson.loads(value)
@@ -118,14 +138,30 @@ class Registry:
 
     # --- reads -----------------------------------------------------------------------------
 
+    def _current_value(self, key: bytes) -> tuple[bool, KeyValue | None]:
+        fast = getattr(self.store, "current_value", None)
+        if fast is None:
+            return False, None
+        result: tuple[bool, KeyValue | None] = fast(key)
+        return result
+
     async def get(self, namespace: str, name: str) -> Obj:
+        key = self.key(namespace, name)
+        known, value = self._current_value(key)
+        if known:
+            if value is None:
+                raise errors.not_found(self.group_resource, name)
+            return self.decode(value)
         try:
-            kv = await self.store.get(self.key(namespace, name))
+            kv = await self.store.get(key)
         except KeyNotFoundError:
             raise errors.not_found(self.group_resource, name) from None
         return self.decode(kv)
 
     async def get_or_none(self, namespace: str, name: str) -> tuple[Obj | None, int]:
+        known, value = self._current_value(self.key(namespace, name))
+        if known:
+            return (self.decode(value), value.mod_revision) if value is not None else (None, 0)
         try:
             kv = await self.store.get(self.key(namespace, name))
         except KeyNotFoundError:
@@ -151,6 +187,11 @@ class Registry:
         ends; ``next_key`` is the key after the last item when more keys remain.
         """
         prefix = self.prefix(namespace)
+        if revision == 0 and not start_key:
+            snapshot = getattr(self.store, "current_snapshot", None)
+            current = snapshot(prefix) if snapshot is not None else None
+            if current is not None:
+                return self._page_from(current, limit, keep, want_remaining)
         items: list[Obj] = []
         start = start_key or prefix
         read_revision = revision
@@ -206,6 +247,16 @@ class Registry:
         result: RangeResult = await self.store.list_cached(  # type: ignore[attr-defined]
             self.prefix(namespace), min_revision
         )
+        return self._page_from(result, limit, keep, want_remaining)
+
+    def _page_from(
+        self,
+        result: RangeResult,
+        limit: int,
+        keep: Callable[[Obj], bool] | None,
+        want_remaining: bool,
+    ) -> ListPage:
+        """A page out of a whole in-memory range (the watch cache's snapshot)."""
         items: list[Obj] = []
         kvs = result.kvs
         for index, kv in enumerate(kvs):

@@ -1,1 +1,1 @@
-"""Storage: the revisioned store interface and its backends (embedded SQLite, etcd3), plus the watch cache."""
+"""Storage: the store interface, its backends (embedded SQLite, etcd3), the watch cache."""

@@ -202,6 +202,9 @@ class ServerContextFactory:
         context = SSL.Context(SSL.TLS_SERVER_METHOD)
         context.set_min_proto_version(ciphers.OPENSSL_PROTOCOL_VERSIONS[self.min_version])
         context.set_max_proto_version(SSL.TLS1_3_VERSION)
+        # Idle connections (watches) give their read/write buffers back: about 30 KiB less
+        # per connection, measured by bench/api_bench.py.
+        context.set_mode(SSL.MODE_RELEASE_BUFFERS)
         context.set_options(
             SSL.OP_NO_COMPRESSION | SSL.OP_CIPHER_SERVER_PREFERENCE | SSL.OP_NO_RENEGOTIATION
         )

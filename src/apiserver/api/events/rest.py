@@ -22,6 +22,7 @@ from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
 from apiserver.api.events import convert, selection, validation
+from apiserver.api.events.encoding import EncodedEvents
 from apiserver.api.events.schema import EVENT_V1
 from apiserver.api.events.tables import partial_object, table_for
 from apiserver.api.events.watchstream import WatchStream
@@ -145,6 +146,7 @@ class EventsAPI:
         self.lifecycle = lifecycle
         self.rng = rng or random.Random()
         self.list_cached = list_cached
+        self.encoded = EncodedEvents()
 
     # --- dispatch ------------------------------------------------------------------------
 
@@ -238,8 +240,14 @@ class EventsAPI:
         code: int,
         internal: Obj,
         warnings: Sequence[str] = (),
+        *,
+        stored: bool = False,
     ) -> Response:
         out = self._output(request, info, is_list=False, is_watch=False)
+        if stored and out.kind == "json" and not warnings and not self._pretty(request, info, out):
+            return Response(
+                code, (("Content-Type", out.media_type),), self.encoded.object(internal) + b"\n"
+            )
         if out.kind == "table":
             body = table_for(
                 [internal],
@@ -316,7 +324,7 @@ class EventsAPI:
             if wanted > current:
                 raise errors.too_large_resource_version(wanted, current)
         obj = await self.registry.get(target.namespace, target.name)
-        return self._render_object(request, info, 200, obj)
+        return self._render_object(request, info, 200, obj, stored=True)
 
     # --- create ----------------------------------------------------------------------------
 
@@ -691,6 +699,10 @@ class EventsAPI:
         self, request: Any, info: RequestInfo, items: list[Obj], list_meta: dict[str, Any]
     ) -> Response:
         out = self._output(request, info, is_list=True, is_watch=False)
+        if out.kind == "json" and not self._pretty(request, info, out):
+            return Response(
+                200, (("Content-Type", out.media_type),), self.encoded.list_body(items, list_meta)
+            )
         if out.kind == "table":
             body = table_for(
                 items,
@@ -750,6 +762,7 @@ class EventsAPI:
             pretty=self._pretty(request, info),
             to_v1=to_v1,
             lifecycle=self.lifecycle,
+            encoded=self.encoded,
         )
         await stream.start()
         return STREAMING

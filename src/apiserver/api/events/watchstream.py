@@ -18,15 +18,45 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from apiserver.api.events import convert
+from apiserver.api.events.encoding import EncodedEvents
 from apiserver.api.events.tables import partial_object, table_for
 from apiserver.http.status import status_body
 from apiserver.registry.store import Obj, Registry, metadata
-from apiserver.storage.interface import CompactedError, KeyValue, Watch, WatchEvent
+from apiserver.storage.interface import CompactedError, Watch, WatchEvent
 
 log = Logger()
 
 INITIAL_EVENTS_END = "k8s.io/initial-events-end"
 TOO_OLD = "The resourceVersion for the provided watch is too old."
+
+
+class _EventMemo:
+    """One change decoded and encoded once, however many watchers it goes to."""
+
+    __slots__ = ("event", "lines", "new", "old")
+
+    def __init__(self, event: WatchEvent, registry: Registry) -> None:
+        self.event = event
+        self.new = registry.decode(event.kv) if event.type == "PUT" else None
+        self.old: Obj | None = None
+        if event.prev_kv is not None:
+            # DELETED (or no longer matching) carries the last state at the change's revision.
+            prev = registry.decode(event.prev_kv)
+            meta = {**metadata(prev), "resourceVersion": str(event.kv.mod_revision)}
+            self.old = {**prev, "metadata": meta}
+        self.lines: dict[str, bytes] = {}
+
+
+_last_memo: _EventMemo | None = None
+
+
+def _memo_for(event: WatchEvent, registry: Registry) -> _EventMemo:
+    """The memo of ``event``: fan-out hands the same event object to every watcher in turn."""
+    global _last_memo
+    memo = _last_memo
+    if memo is None or memo.event is not event:
+        memo = _last_memo = _EventMemo(event, registry)
+    return memo
 
 
 class WatchStream:
@@ -49,6 +79,7 @@ class WatchStream:
         pretty: bool,
         to_v1: Callable[..., Obj],
         lifecycle: Any = None,
+        encoded: EncodedEvents | None = None,
     ) -> None:
         self.request = request
         self.registry = registry
@@ -63,6 +94,8 @@ class WatchStream:
         self.include_object = include_object
         self.to_v1 = to_v1
         self.lifecycle = lifecycle
+        self.encoded = encoded or EncodedEvents()
+        self._plain_json = out.kind == "json"
         self.watch: Watch | None = None
         self.timer: IDelayedCall | None = None
         self.ended = False
@@ -119,21 +152,16 @@ class WatchStream:
                 self._bookmark(event.kv.mod_revision)
             return
         keep = self.keep
-        new = self.registry.decode(event.kv) if event.type == "PUT" else None
-        old = self._old(event.prev_kv, event.kv.mod_revision) if event.prev_kv else None
+        memo = _memo_for(event, self.registry)
+        new, old = memo.new, memo.old
         new_match = new is not None and (keep is None or keep(new))
         old_match = old is not None and (keep is None or keep(old))
         if new_match:
             assert new is not None
-            self._send("MODIFIED" if old_match else "ADDED", new)
+            self._send("MODIFIED" if old_match else "ADDED", new, memo)
         elif old_match:
             assert old is not None
-            self._send("DELETED", old)
-
-    def _old(self, kv: KeyValue, revision: int) -> Obj:
-        obj = self.registry.decode(kv)
-        metadata(obj)["resourceVersion"] = str(revision)
-        return obj
+            self._send("DELETED", old, memo)
 
     def _encode_object(self, obj: Obj) -> Any:
         kind = self.out.kind
@@ -154,8 +182,25 @@ class WatchStream:
             return partial_object(obj, self.out.version)
         return self.to_v1(obj)
 
-    def _send(self, event_type: str, obj: Obj) -> None:
+    def _send(self, event_type: str, obj: Obj, memo: _EventMemo | None = None) -> None:
+        if self._plain_json:
+            line = memo.lines.get(event_type) if memo is not None else None
+            if line is None:
+                line = self.encoded.watch_line(event_type, obj)
+                if memo is not None:
+                    memo.lines[event_type] = line
+            self._write_bytes(line)
+            return
         self._write({"type": event_type, "object": self._encode_object(obj)})
+
+    def _write_bytes(self, line: bytes) -> None:
+        if self.ended:
+            return
+        try:
+            self.request.write(line)
+        except Exception:
+            log.failure("writing a watch event failed")
+            self.end()
 
     def _bookmark(self, revision: int, initial_events_end: bool = False) -> None:
         meta: dict[str, Any] = {"resourceVersion": str(revision)}

@@ -604,6 +604,9 @@ class _PrefixCache:
 
     # -- reads ------------------------------------------------------------------------------
 
+    def lookup(self, key: bytes) -> KeyValue | None:
+        return self._map.get(key)
+
     def snapshot(self, prefix: bytes) -> RangeResult:
         keys = self._keys
         lo = bisect_left(keys, prefix)
@@ -778,6 +781,33 @@ class Cacher:
             if prefix.startswith(cache.prefix):
                 return cache
         return None
+
+    def current_snapshot(self, prefix: bytes) -> RangeResult | None:
+        """``prefix``'s state from memory when the cache provably has every committed write.
+
+        Only for stores that tell their committed revision synchronously (the embedded one:
+        all writers are in this process and watchers hear of a commit before the writer
+        does). None means "read the store": the cache is behind, not ready, or the store
+        cannot say (etcd, where other servers write too).
+        """
+        committed = getattr(self._store, "committed_revision", None)
+        if committed is None:
+            return None
+        cache = self._cache_for(prefix)
+        if cache is None or not cache.ready or cache.revision < committed():
+            return None
+        return cache.snapshot(prefix)
+
+    def current_value(self, key: bytes) -> tuple[bool, KeyValue | None]:
+        """(True, value or None if absent) when the cache is provably current for ``key``,
+        else (False, None); see :meth:`current_snapshot`."""
+        committed = getattr(self._store, "committed_revision", None)
+        if committed is None:
+            return False, None
+        cache = self._cache_for(key)
+        if cache is None or not cache.ready or cache.revision < committed():
+            return False, None
+        return True, cache.lookup(key)
 
     def is_cached(self, prefix: bytes) -> bool:
         """Whether watches and ``list_cached`` of ``prefix`` are served from memory."""

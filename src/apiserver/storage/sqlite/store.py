@@ -723,6 +723,15 @@ class SqliteStore:
             os.close(lock_fd)
             call(self._writer_done.callback, None)
 
+    def committed_revision(self) -> int:
+        """The newest revision already dispatched to watchers on the reactor thread.
+
+        Synchronous on purpose: the watch cache compares it with its own revision to know it
+        is current, and then answers reads from memory (kube-apiserver's consistent reads
+        from the cache, with this store's revision in place of etcd's).
+        """
+        return self._rev
+
     def _writer_died(self) -> None:
         _log.error("sqlite writer thread ended unexpectedly; the store is unavailable")
         if self._state == "running":
