@@ -81,7 +81,8 @@ apiserver: starting on {server} (embedded store in {data_dir})
 
   export KUBECONFIG={config_path}
   kubectl get --raw '/readyz?verbose'
-  curl --cacert {ca_path} '{server}/livez?verbose'
+  curl --cacert {ca_path} --cert {cert_dir}/admin.crt --key {cert_dir}/admin.key \\
+       '{server}/livez?verbose'
 
 Stop it with Ctrl-C (graceful shutdown).
 """,

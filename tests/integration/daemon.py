@@ -46,6 +46,7 @@ class Daemon:
         args: Sequence[str] = (),
         port: int | None = None,
         cert_dir: Path | None = None,
+        authenticate: bool = True,
     ) -> None:
         self.workdir = workdir
         self.port = port or free_port()
@@ -53,6 +54,12 @@ class Daemon:
         self.data_dir = workdir / "data"
         self.log_path = workdir / "daemon.log"
         self.args = list(args)
+        #: Requests from ``get`` carry a system:masters client certificate signed by
+        #: ``<workdir>/client-ca.crt``, which the daemon trusts via --client-ca-file (as with
+        #: kube-apiserver, AlwaysAllow turns anonymous requests off).
+        self.authenticate = authenticate
+        self.client_cert: Path | None = None
+        self.client_key: Path | None = None
         self.proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -60,6 +67,9 @@ class Daemon:
         return f"https://127.0.0.1:{self.port}"
 
     def command(self) -> list[str]:
+        extra = []
+        if self.authenticate and not any(a.startswith("--client-ca-file") for a in self.args):
+            extra.append(f"--client-ca-file={self.workdir / 'client-ca.crt'}")
         return [
             TWISTD,
             "--nodaemon",
@@ -69,12 +79,13 @@ class Daemon:
             "--bind-address=127.0.0.1",
             f"--cert-dir={self.cert_dir}",
             f"--data-dir={self.data_dir}",
+            *extra,
             *self.args,
         ]
 
     def start(self, wait: bool = True, timeout: float = 30.0) -> Daemon:
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        log = open(self.log_path, "ab")
+        self.prepare()
+        log = open(self.log_path, "ab")  # noqa: SIM115 - closed with the process
         self.proc = subprocess.Popen(
             self.command(),
             stdout=log,
@@ -87,13 +98,31 @@ class Daemon:
             self.wait_ready(timeout)
         return self
 
+    def prepare(self) -> None:
+        """The work directory and the client credentials the daemon will trust."""
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        if self.authenticate:
+            ca_cert, ca_key = ensure_client_ca(str(self.workdir))
+            cert, key = issue_client_cert(
+                ca_cert, ca_key, str(self.workdir), "admin", ["system:masters"]
+            )
+            self.client_cert, self.client_key = Path(cert), Path(key)
+
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
     def ssl_context(self) -> ssl.SSLContext:
         ctx = ssl.create_default_context(cafile=str(self.cert_dir / "apiserver.crt"))
         ctx.check_hostname = False
+        if self.client_cert is not None and self.client_key is not None:
+            ctx.load_cert_chain(str(self.client_cert), str(self.client_key))
         return ctx
+
+    def curl_auth(self) -> list[str]:
+        """curl arguments that present the admin client certificate."""
+        if self.client_cert is None or self.client_key is None:
+            return []
+        return ["--cert", str(self.client_cert), "--key", str(self.client_key)]
 
     def get(
         self,

@@ -26,6 +26,7 @@ def curl(daemon: Daemon, path: str, *extra: str) -> subprocess.CompletedProcess[
             str(daemon.cert_dir / "apiserver.crt"),
             "-w",
             "\n%{http_code} %{http_version}",
+            *daemon.curl_auth(),
             *extra,
             daemon.url + path,
         ],
@@ -175,8 +176,14 @@ def test_hsts_and_cors(start_daemon: Callable[..., Daemon]) -> None:
 def test_port_sharing_two_processes(start_daemon: Callable[..., Daemon]) -> None:
     first = start_daemon(["--permit-port-sharing"])
     second = start_daemon(
-        ["--permit-port-sharing"], port=first.port, name="second", cert_dir=first.cert_dir
+        ["--permit-port-sharing", f"--client-ca-file={first.workdir / 'client-ca.crt'}"],
+        port=first.port,
+        name="second",
+        cert_dir=first.cert_dir,
+        wait=False,
     )
+    second.client_cert, second.client_key = first.client_cert, first.client_key
+    second.wait_ready()
     # The kernel spreads new connections over both processes; all must be answered.
     for _ in range(20):
         assert first.get("/livez")[0] == 200
