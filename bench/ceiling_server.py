@@ -13,11 +13,13 @@ What it is, and why:
   ``http/1.1``, a client certificate requested (as the daemon does), and the same
   ``TLSMemoryBIOFactory`` wrapping and HTTP/2 stream setting as ``ListenerService``.
 - ``Site.log`` is a no-op (the access log alone costs a large share of throughput).
+- HTTP/2 is Twisted's own ``H2Connection`` unless ``--fast-h2`` installs the project's
+  (``apiserver.http.h2.configure_http2``, as the daemon does), to measure both.
 - It runs as its own process (the same reactor as ``twistd``: Twisted's default), so the
   benchmark measures it exactly like the daemon, with the same h2load settings.
 
-Usage: ``python bench/ceiling_server.py --port P --cert-dir DIR``; it prints ``READY <port>``
-on standard output once it listens and stops on SIGTERM/SIGINT.
+Usage: ``python bench/ceiling_server.py --port P --cert-dir DIR [--fast-h2]``; it prints
+``READY <port>`` on standard output once it listens and stops on SIGTERM/SIGINT.
 """
 
 from __future__ import annotations
@@ -72,11 +74,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=0, help="0: any free port")
     parser.add_argument("--bind-address", default="127.0.0.1")
     parser.add_argument("--cert-dir", required=True, help="where apiserver.crt/.key live")
+    parser.add_argument(
+        "--fast-h2",
+        action="store_true",
+        help="serve HTTP/2 with the daemon's connection class instead of bare Twisted's",
+    )
     args = parser.parse_args(argv)
 
     cert, key = ensure_self_signed(args.cert_dir, args.bind_address, args.bind_address)
     creator = build_server_context(cert_file=cert, key_file=key, request_client_cert=True)
-    configure_http2(0)
+    if args.fast_h2:
+        configure_http2(0)
     site = QuietSite(FixedResource())
     site.displayTracebacks = False
     reactor: Any = _reactor

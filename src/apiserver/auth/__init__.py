@@ -1,16 +1,86 @@
-"""Authentication, impersonation and authorization (spec/auth-audit-tls.md §0-§8, §11).
+"""Authentication, impersonation and authorization (spec/auth-audit-tls.md §0, §1, §8, §11).
 
 ``build_auth(config, reactor, store)`` returns the filter the HTTP app calls for every
-request (:class:`apiserver.http.app.AuthCheck`), or None when everyone is allowed.
+request (:class:`apiserver.http.app.AuthCheck`): :class:`apiserver.auth.filter.AuthFilter`
+with the authenticators of :mod:`apiserver.auth.authn` and the authorizer chain of
+:mod:`apiserver.auth.authz.config`.
+
+Until the authenticators exist (the ``authn`` package is optional here), no credential is
+recognised and every request is anonymous (``system:anonymous``), as if only the anonymous
+authenticator were configured.
 """
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 from typing import Any
 
+from twisted.logger import Logger
+
+from apiserver.auth.authz.config import ConfigReloader, build_authorizer
+from apiserver.auth.filter import AnonymousPolicy, AuthFilter
+from apiserver.auth.interface import Authenticator
 from apiserver.http.app import AuthCheck
+
+log = Logger()
+
+
+def _authenticator(
+    config: Any, reactor: Any, store: Any
+) -> tuple[Authenticator | None, AnonymousPolicy]:
+    """``authn.build_authenticator`` when that package exists; else none and anonymous on."""
+    if importlib.util.find_spec("apiserver.auth.authn") is None:
+        log.warn("no authenticators available: every request is anonymous")
+        return None, True
+    authn = importlib.import_module("apiserver.auth.authn")
+    build = getattr(authn, "build_authenticator", None)
+    if build is None:
+        log.warn("no authenticators available: every request is anonymous")
+        return None, True
+    authenticator, anonymous = build(config, reactor, store)
+    return authenticator, anonymous
+
+
+def _api_audiences(config: Any) -> tuple[str, ...]:
+    audiences = tuple(getattr(config, "api_audiences", ()) or ())
+    if not audiences:
+        audiences = tuple(getattr(config, "service_account_issuer", ()) or ())
+    return audiences
 
 
 def build_auth(config: Any, reactor: Any, store: Any) -> AuthCheck | None:
-    """The configured filter chain; None until the authenticators and authorizers land."""
-    return None
+    """The configured filter chain.
+
+    Raises ``ValueError`` naming the file for a bad ``--authorization-policy-file``,
+    ``--authorization-config`` or webhook kubeconfig; the server makes that a start-up
+    failure. ``--authorization-config`` is then re-read every minute on ``reactor``.
+    """
+    authorizer = build_authorizer(config, reactor)
+    authenticator, anonymous = _authenticator(config, reactor, store)
+    check = AuthFilter(
+        authenticator,
+        anonymous,
+        authorizer,
+        api_audiences=_api_audiences(config),
+        request_header_names=(
+            *(getattr(config, "requestheader_username_headers", ()) or ()),
+            *(getattr(config, "requestheader_uid_headers", ()) or ()),
+            *(getattr(config, "requestheader_group_headers", ()) or ()),
+        ),
+        request_header_prefixes=tuple(
+            getattr(config, "requestheader_extra_headers_prefix", ()) or ()
+        ),
+    )
+    path = getattr(config, "authorization_config", "")
+    if path:
+
+        def apply(chain: Any) -> None:
+            check.authorizer = chain
+
+        check.reloader = ConfigReloader(path, config, reactor, apply)
+        check.reloader.start()
+    return check
+
+
+__all__ = ["build_auth"]

@@ -188,9 +188,7 @@ def load_kubeconfig(path: str) -> KubeconfigTarget:
         with open(path, "rb") as f:
             raw = f.read()
     except OSError as error:
-        raise KubeconfigError(
-            f"invalid kubeconfig {path!r}: {error.strerror or error}"
-        ) from None
+        raise KubeconfigError(f"invalid kubeconfig {path!r}: {error.strerror or error}") from None
     try:
         doc = yaml.safe_load(raw)
     except yaml.YAMLError as error:
@@ -205,16 +203,12 @@ def load_kubeconfig(path: str) -> KubeconfigTarget:
         if isinstance(contexts, list) and len(contexts) == 1 and isinstance(contexts[0], dict):
             current = contexts[0].get("name") or ""
         if not current:
-            raise KubeconfigError(
-                f"invalid kubeconfig {path!r}: no current-context is set"
-            )
+            raise KubeconfigError(f"invalid kubeconfig {path!r}: no current-context is set")
     context = _named(contexts, current, "context", path)
     cluster_name = context.get("cluster") or ""
     user_name = context.get("user") or ""
     cluster = _named(doc.get("clusters"), cluster_name, "cluster", path)
-    user: Mapping[str, Any] = (
-        _named(doc.get("users"), user_name, "user", path) if user_name else {}
-    )
+    user: Mapping[str, Any] = _named(doc.get("users"), user_name, "user", path) if user_name else {}
     server = cluster.get("server") or ""
     if not server:
         raise KubeconfigError(
@@ -230,8 +224,7 @@ def load_kubeconfig(path: str) -> KubeconfigTarget:
     key = _file_or_data(user, "client-key", "client-key-data", base, path)
     if (cert is None) != (key is None):
         raise KubeconfigError(
-            f"invalid kubeconfig {path!r}: client-certificate and client-key must be given "
-            "together"
+            f"invalid kubeconfig {path!r}: client-certificate and client-key must be given together"
         )
     token = user.get("token") or None
     token_file = user.get("tokenFile")
@@ -269,6 +262,14 @@ def load_kubeconfig(path: str) -> KubeconfigTarget:
     except ValueError as error:
         raise KubeconfigError(f"invalid kubeconfig {path!r}: {error}") from None
     return target
+
+
+def describe_failure(failure: Failure) -> str:
+    """A readable reason for a failed HTTP exchange (Agent wraps transport errors in lists)."""
+    reasons = getattr(failure.value, "reasons", None)
+    if reasons:
+        return "; ".join(r.getErrorMessage() for r in reasons)
+    return failure.getErrorMessage()
 
 
 class WebhookHTTPError(Exception):

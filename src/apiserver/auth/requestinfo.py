@@ -97,15 +97,14 @@ def parse_request_info(
     """
     query = query or {}
     parts = _split_path(path)
-    non_resource = RequestInfo(False, path, method.lower())
     if len(parts) < 3 or parts[0] not in API_PREFIXES:
-        return non_resource
+        return RequestInfo(False, path, method.lower())
     prefix = parts[0]
     rest = parts[1:]
     group = ""
     if prefix not in GROUPLESS_PREFIXES:
         if len(rest) < 3:
-            return non_resource
+            return RequestInfo(False, path, method.lower())
         group = rest[0]
         rest = rest[1:]
     version = rest[0]

@@ -1,37 +1,378 @@
-"""``--http2-max-streams-per-connection``: the MAX_CONCURRENT_STREAMS we advertise.
+"""Our HTTP/2 server connection: twisted.web's, with the advertised stream limit and a fast
+send path.
 
+``--http2-max-streams-per-connection`` is the MAX_CONCURRENT_STREAMS we advertise;
 kube-apiserver advertises 100 when the flag is 0 (spec/auth-audit-tls.md §10), which is also
-the h2 library's default, so nothing changes then. For another value, twisted.web offers no
-setting: its protocol switcher builds ``twisted.web._http2.H2Connection`` by name, so we
-install a subclass there that rewrites the local settings before the preface is sent. One
-server runs per process, so a process-wide setting is what the flag means here.
+the h2 library's default. twisted.web offers no setting for it: its protocol switcher builds
+``twisted.web.http.H2Connection`` by name, so :func:`configure_http2` installs a subclass
+there. One server runs per process, so a process-wide setting is what the flag means here.
+
+The subclass also replaces Twisted's data-sending loop, which caps HTTP/2 at about a third
+of HTTP/1.1's request rate: it sends one DATA frame per reactor turn (a ``callLater(0)``
+per frame, and spins while a window is exhausted), sums a stream's whole send queue on
+every write to know its remaining window, sends the empty END_STREAM frame as a frame of
+its own, and asks the priority tree for the next stream on every frame, which walks every
+blocked stream of the connection (100 idle watches make each frame cost 100 heap
+operations). Here instead:
+
+- each stream keeps a running count of the bytes it has queued, so the window left to a
+  producer is one subtraction;
+- one *send pass* sends everything flow control allows (up to :data:`MAX_BATCH` bytes, then
+  it continues on the next reactor turn), with small queued chunks joined into frames of up
+  to the peer's frame size, END_STREAM riding on the last DATA frame, and the frames of all
+  streams (and HEADERS, WINDOW_UPDATEs, PING acks) leaving in one ``transport.write``;
+- the pass runs once at the end of ``dataReceived`` (so a response rendered synchronously
+  leaves as HEADERS+DATA+END_STREAM in the same write as the other answers of that read)
+  and otherwise once per reactor turn in which something was queued;
+- the priority tree (weights, dependencies, exclusivity as the client signals them) decides
+  the order only when streams compete for a scarce resource: the connection window or the
+  per-pass budget. When everything ready fits, every ready stream is sent in full, in the
+  order it became ready, and the tree is not consulted;
+- a stream whose window is exhausted leaves the schedule until a WINDOW_UPDATE (or a
+  SETTINGS change of the initial window) opens it again, instead of being polled.
+
+Everything else is Twisted's: producers are paused when a stream's window minus its queued
+bytes reaches zero and resumed on WINDOW_UPDATE (streaming watches), RST_STREAM and its
+Rapid-Reset limit, GOAWAY, timeouts, the cap on buffered control frames while the transport
+has paused us, and connection loss. The Go server kube-apiserver runs on
+(golang.org/x/net/http2 ``server.go`` with its write scheduler) likewise writes every frame
+flow control allows and flushes them together.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from typing import Any
 
+import h2.events
+import h2.exceptions
+import priority
 from h2.settings import SettingCodes, Settings
+from twisted.internet.error import ConnectionLost
+from twisted.python.failure import Failure
 from twisted.web import _http2, http
 
 DEFAULT_MAX_STREAMS = 100
 
+#: Bytes of DATA one send pass may hand to the transport before it yields to the reactor
+#: (the rest follows on the next turn), so that one huge response cannot hold the reactor.
+MAX_BATCH = 1 << 20
 
-def configure_http2(max_streams: int) -> None:
-    """Advertise ``max_streams`` (0: the default 100) on every new HTTP/2 connection."""
-    streams = max_streams or DEFAULT_MAX_STREAMS
-    base = _http2.H2Connection
+_END = _http2._END_STREAM_SENTINEL
 
-    class LimitedH2Connection(base):  # type: ignore[misc, valid-type]
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            super().__init__(*args, **kwargs)
-            conn = self.conn
+
+class FastH2Connection(_http2.H2Connection):  # type: ignore[misc]
+    """``twisted.web._http2.H2Connection`` with a batched send path (see the module doc).
+
+    ``maxConcurrentStreams`` is the SETTINGS_MAX_CONCURRENT_STREAMS we advertise.
+    """
+
+    maxConcurrentStreams: int = DEFAULT_MAX_STREAMS
+
+    def __init__(self, reactor: Any = None) -> None:
+        # Set before the base constructor, which schedules a first send pass.
+        self._queuedBytes: dict[int, int] = {}
+        self._ready: dict[int, None] = {}
+        self._sendCall: Any = None
+        self._inDataReceived = False
+        self._sending = False
+        self._sendAgain = False
+        super().__init__(reactor)
+        conn = self.conn
+        if self.maxConcurrentStreams != DEFAULT_MAX_STREAMS:
             conn.local_settings = Settings(
                 client=False,
                 initial_values={
-                    SettingCodes.MAX_CONCURRENT_STREAMS: streams,
+                    SettingCodes.MAX_CONCURRENT_STREAMS: self.maxConcurrentStreams,
                     SettingCodes.MAX_HEADER_LIST_SIZE: conn.DEFAULT_MAX_HEADER_LIST_SIZE,
                 },
             )
+        self._dispatch = {
+            h2.events.RequestReceived: self._requestReceived,
+            h2.events.DataReceived: self._requestDataReceived,
+            h2.events.StreamEnded: self._requestEnded,
+            h2.events.StreamReset: self._requestAborted,
+            h2.events.WindowUpdated: self._handleWindowUpdate,
+            h2.events.PriorityUpdated: self._handlePriorityUpdate,
+            h2.events.ConnectionTerminated: self._connectionTerminated,
+            h2.events.RemoteSettingsChanged: self._remoteSettingsChanged,
+        }
 
-    http.H2Connection = LimitedH2Connection  # type: ignore[misc]
+    # -- receiving --------------------------------------------------------------------
+
+    def dataReceived(self, data: bytes) -> None:
+        """Twisted's event handling, then one send pass for whatever the events produced."""
+        try:
+            events = self.conn.receive_data(data)
+        except h2.exceptions.ProtocolError:
+            self._terminate(Failure())
+            return
+        self.resetTimeout()
+        dispatch = self._dispatch
+        self._inDataReceived = True
+        try:
+            for event in events:
+                handler = dispatch.get(type(event))
+                if handler is not None:
+                    handler(event)
+                    if not self._stillProducing:
+                        # GOAWAY received or sent (Rapid Reset): the rest is moot.
+                        break
+        finally:
+            self._inDataReceived = False
+        self._sendPrioritisedData()
+
+    def _connectionTerminated(self, event: Any) -> None:
+        """GOAWAY from the peer: Twisted closes the connection and fails every stream."""
+        self.transport.loseConnection()
+        self.connectionLost(
+            Failure(ConnectionLost("Remote peer sent GOAWAY")),
+            _cancelTimeouts=False,
+        )
+
+    def _remoteSettingsChanged(self, event: Any) -> None:
+        """A new SETTINGS_INITIAL_WINDOW_SIZE moves every stream's window (RFC 9113 §6.9.2):
+        streams it opened may send again, like after a connection-wide WINDOW_UPDATE."""
+        if SettingCodes.INITIAL_WINDOW_SIZE in event.changed_settings:
+            self._windowOpened(0)
+
+    def _requestReceived(self, event: Any) -> None:
+        self._queuedBytes[event.stream_id] = 0
+        super()._requestReceived(event)
+
+    def _handleWindowUpdate(self, event: Any) -> None:
+        """Put streams that have data and now have window back on the schedule, and let
+        paused producers resume (Twisted's rule: window minus queued bytes above zero)."""
+        self._windowOpened(event.stream_id)
+
+    def _windowOpened(self, streamID: int) -> None:
+        queues = self._outboundStreamQueues
+        if streamID:
+            stream = self.streams.get(streamID)
+            if stream is None:
+                # A late WINDOW_UPDATE for a finished stream: harmless.
+                return
+            if queues[streamID]:
+                self._markReady(streamID)
+            stream.windowUpdated()
+        else:
+            for stream in list(self.streams.values()):
+                sid = stream.streamID
+                if sid not in self.streams:
+                    continue
+                if queues[sid]:
+                    self._markReady(sid)
+                stream.windowUpdated()
+        self._scheduleSend()
+
+    # -- queueing ---------------------------------------------------------------------
+
+    def writeHeaders(
+        self, version: bytes, code: bytes, reason: bytes, headers: Any, streamID: int
+    ) -> None:
+        """Encode the HEADERS frame now; it leaves with the pass's single write."""
+        headers.insert(0, (b":status", code))
+        try:
+            self.conn.send_headers(streamID, headers)
+        except h2.exceptions.StreamClosedError:
+            # Reset by the client meanwhile: dropped silently, as Twisted does.
+            return
+        self._scheduleSend()
+
+    def writeDataToStream(self, streamID: int, data: bytes) -> None:
+        """Queue ``data``; pause the stream's producer once it has used up the window."""
+        self._outboundStreamQueues[streamID].append(data)
+        queued = self._queuedBytes[streamID] + len(data)
+        self._queuedBytes[streamID] = queued
+        window = self.conn.local_flow_control_window(streamID)
+        if window > 0:
+            self._markReady(streamID)
+            self._scheduleSend()
+        if window - queued <= 0:
+            self.streams[streamID].flowControlBlocked()
+
+    def endRequest(self, streamID: int) -> None:
+        """The response is complete: END_STREAM goes on its last DATA frame."""
+        self._outboundStreamQueues[streamID].append(_END)
+        self._markReady(streamID)
+        self._scheduleSend()
+
+    def remainingOutboundWindow(self, streamID: int) -> int:
+        """The stream's window minus what is queued for it, from the running count."""
+        return int(self.conn.local_flow_control_window(streamID)) - self._queuedBytes[streamID]
+
+    def _requestDone(self, streamID: int) -> None:
+        self._ready.pop(streamID, None)
+        self._queuedBytes.pop(streamID, None)
+        super()._requestDone(streamID)
+
+    def _markReady(self, streamID: int) -> None:
+        if streamID not in self._ready:
+            self._ready[streamID] = None
+            self.priority.unblock(streamID)
+
+    def _markIdle(self, streamID: int) -> None:
+        if self._ready.pop(streamID, 0) is None:
+            self.priority.block(streamID)
+
+    def _scheduleSend(self) -> None:
+        """One pass per reactor turn; ``dataReceived`` runs its own pass at its end."""
+        if self._inDataReceived or self._sendCall is not None or not self._stillProducing:
+            return
+        if self._sending:
+            self._sendAgain = True
+            return
+        self._sendCall = self._reactor.callLater(0, self._sendPrioritisedData)
+
+    # -- sending ----------------------------------------------------------------------
+
+    def _sendPrioritisedData(self, *args: Any) -> None:
+        """The send pass: every frame flow control allows, then one transport write."""
+        call = self._sendCall
+        if call is not None:
+            self._sendCall = None
+            if call.active():
+                call.cancel()
+        if not self._stillProducing:
+            return
+        if self._sending:
+            self._sendAgain = True
+            return
+        self._sending = True
+        more = False
+        try:
+            while True:
+                self._sendAgain = False
+                if (
+                    self._ready
+                    and self._consumerBlocked is None
+                    and not self._bufferedControlFrames
+                ):
+                    more = self._sendReady()
+                if not self._stillProducing:
+                    return
+                if not self._tryToWriteControlData():
+                    return
+                if not self._sendAgain or more:
+                    break
+        finally:
+            self._sending = False
+        if more:
+            self._scheduleSend()
+
+    def _sendReady(self) -> bool:
+        """Generate the DATA frames of the ready streams; True if the budget ran out first."""
+        self.resetTimeout()
+        conn = self.conn
+        ready = self._ready
+        connWindow = conn.outbound_flow_control_window
+        demand = 0
+        for sid in ready:
+            demand += min(self._queuedBytes[sid], conn.local_flow_control_window(sid))
+        if demand <= connWindow and demand <= MAX_BATCH:
+            # No contention: send all of each stream, in the order they became ready.
+            for sid in list(ready):
+                self._sendStream(sid, MAX_BATCH)
+            return False
+        # Contention for the connection window or the budget: one frame at a time, in
+        # the order the priority tree gives (Twisted's scheduling).
+        budget = MAX_BATCH
+        tree = self.priority
+        while budget > 0 and conn.outbound_flow_control_window > 0:
+            try:
+                sid = next(tree)
+            except priority.DeadlockError:
+                return False
+            budget -= self._sendStream(sid, conn.max_outbound_frame_size, frames=1)
+        return bool(ready) and conn.outbound_flow_control_window > 0
+
+    def _sendStream(self, sid: int, limit: int, frames: int = -1) -> int:
+        """Send up to ``limit`` bytes (and at most ``frames`` frames) of a stream's queue,
+        ending the stream when its end marker is reached; return the bytes sent."""
+        conn = self.conn
+        queue = self._outboundStreamQueues[sid]
+        sent = 0
+        while queue and frames != 0:
+            head = queue[0]
+            if head is _END:
+                queue.popleft()
+                conn.end_stream(sid)
+                self._requestDone(sid)
+                return sent
+            room = min(conn.local_flow_control_window(sid), conn.max_outbound_frame_size)
+            room = min(room, limit - sent)
+            if room <= 0:
+                break
+            frame, size = _takeFrame(queue, room)
+            end = bool(queue) and queue[0] is _END
+            if end:
+                queue.popleft()
+            if size or end:
+                conn.send_data(sid, frame, end_stream=end)
+            self._queuedBytes[sid] -= size
+            sent += size
+            frames -= 1
+            if end:
+                self._requestDone(sid)
+                return sent
+        if not queue or conn.local_flow_control_window(sid) <= 0:
+            # Drained, or waiting for a WINDOW_UPDATE: off the schedule until then.
+            self._markIdle(sid)
+        return sent
+
+    # -- flow control of the transport and connection loss ----------------------------
+
+    def resumeProducing(self) -> None:
+        """The transport drained: flush buffered control frames, then send again."""
+        super().resumeProducing()
+        self._scheduleSend()
+
+    def connectionLost(self, reason: Any, _cancelTimeouts: bool = True) -> None:
+        call = self._sendCall
+        if call is not None:
+            self._sendCall = None
+            if call.active():
+                call.cancel()
+        super().connectionLost(reason, _cancelTimeouts)
+
+
+def _takeFrame(queue: deque[Any], room: int) -> tuple[bytes, int]:
+    """Pop up to ``room`` bytes of data chunks off the front of ``queue`` (not past an end
+    marker), splitting the last one if needed; small chunks are joined into one frame."""
+    head = queue.popleft()
+    size = len(head)
+    if size > room:
+        view = head if isinstance(head, memoryview) else memoryview(head)
+        queue.appendleft(view[room:])
+        return bytes(view[:room]), room
+    if not queue or size == room or queue[0] is _END:
+        return bytes(head) if isinstance(head, memoryview) else head, size
+    parts = [head]
+    while queue:
+        nxt = queue[0]
+        if nxt is _END:
+            break
+        left = room - size
+        if left <= 0:
+            break
+        n = len(nxt)
+        if n > left:
+            view = nxt if isinstance(nxt, memoryview) else memoryview(nxt)
+            queue[0] = view[left:]
+            parts.append(view[:left])
+            size += left
+            break
+        queue.popleft()
+        parts.append(nxt)
+        size += n
+    return b"".join(parts), size
+
+
+def configure_http2(max_streams: int) -> None:
+    """Serve HTTP/2 with :class:`FastH2Connection`, advertising ``max_streams`` streams
+    (0: the default 100) on every new connection of this process."""
+    streams = max_streams or DEFAULT_MAX_STREAMS
+    connection = type(
+        "ApiserverH2Connection", (FastH2Connection,), {"maxConcurrentStreams": streams}
+    )
+    http.H2Connection = connection  # type: ignore[misc]

@@ -749,6 +749,7 @@ FLAGS: tuple[Flag, ...] = (
         True,
         "Let requests that no authenticator rejects but none accepts through as the anonymous "
         "user system:anonymous in group system:unauthenticated.",
+        implemented=True,
     ),
     _authn(
         "api-audiences",
@@ -756,6 +757,7 @@ FLAGS: tuple[Flag, ...] = (
         (),
         "Identifiers of the API; service account tokens must be bound to at least one of them. "
         "Defaults to the --service-account-issuer values when those are set.",
+        implemented=True,
     ),
     _authn(
         "authentication-config",
@@ -764,18 +766,21 @@ FLAGS: tuple[Flag, ...] = (
         "File configuring the JWT and anonymous authenticators (needs feature "
         "StructuredAuthenticationConfiguration). Cannot be combined with the --oidc-* flags if "
         "it configures JWT, nor with --anonymous-auth if it configures anonymous access.",
+        implemented=True,
     ),
     _authn(
         "authentication-token-webhook-cache-ttl",
         "duration",
         120.0,
         "How long answers of the token authentication webhook are cached.",
+        implemented=True,
     ),
     _authn(
         "authentication-token-webhook-config-file",
         "string",
         "",
         "kubeconfig-format file of a webhook asked to authenticate bearer tokens.",
+        implemented=True,
     ),
     _authn(
         "authentication-token-webhook-version",
@@ -783,6 +788,7 @@ FLAGS: tuple[Flag, ...] = (
         "v1beta1",
         "authentication.k8s.io TokenReview version sent to and expected from the webhook: v1 or "
         "v1beta1.",
+        implemented=True,
     ),
     _authn(
         "client-ca-file",
@@ -790,6 +796,7 @@ FLAGS: tuple[Flag, ...] = (
         "",
         "CA bundle; a client certificate signed by one of these authorities authenticates as "
         "the user named by its CommonName (groups from its Organizations).",
+        implemented=True,
     ),
     _authn(
         "enable-bootstrap-token-auth",
@@ -797,12 +804,14 @@ FLAGS: tuple[Flag, ...] = (
         False,
         "Accept bootstrap tokens (secrets of type bootstrap.kubernetes.io/token in kube-system) "
         "for TLS bootstrapping.",
+        implemented=True,
     ),
     _authn(
         "oidc-ca-file",
         "string",
         "",
         "CA bundle that verifies the OpenID issuer's certificate; the host's roots otherwise.",
+        implemented=True,
     ),
     _authn(
         "oidc-client-id",
@@ -810,24 +819,28 @@ FLAGS: tuple[Flag, ...] = (
         "",
         "Client ID (token audience) for the OpenID Connect authenticator. Required with "
         "--oidc-issuer-url.",
+        implemented=True,
     ),
     _authn(
         "oidc-groups-claim",
         "string",
         "",
         "Claim holding the user's groups (a string or an array of strings).",
+        implemented=True,
     ),
     _authn(
         "oidc-groups-prefix",
         "string",
         "",
         "Prefix added to every group taken from the groups claim.",
+        implemented=True,
     ),
     _authn(
         "oidc-issuer-url",
         "string",
         "",
         "https URL of the OpenID issuer. When set, ID tokens it signed are accepted.",
+        implemented=True,
     ),
     _authn(
         "oidc-required-claim",
@@ -835,6 +848,7 @@ FLAGS: tuple[Flag, ...] = (
         {},
         "A claim that must be present in the ID token with the given value, as key=value. "
         "Repeatable.",
+        implemented=True,
     ),
     _authn(
         "oidc-signing-algs",
@@ -842,12 +856,14 @@ FLAGS: tuple[Flag, ...] = (
         ("RS256",),
         "Signing algorithms accepted: RS256, RS384, RS512, ES256, ES384, ES512, PS256, PS384, "
         "PS512.",
+        implemented=True,
     ),
     _authn(
         "oidc-username-claim",
         "string",
         "sub",
         "Claim used as the user name.",
+        implemented=True,
     ),
     _authn(
         "oidc-username-prefix",
@@ -855,6 +871,7 @@ FLAGS: tuple[Flag, ...] = (
         "",
         "Prefix added to user names. Unset, names from claims other than email get the issuer "
         "URL as prefix; '-' disables prefixing.",
+        implemented=True,
     ),
     _authn(
         "requestheader-allowed-names",
@@ -862,6 +879,7 @@ FLAGS: tuple[Flag, ...] = (
         (),
         "Common names a front-proxy client certificate may have. Empty allows any certificate "
         "signed by --requestheader-client-ca-file.",
+        implemented=True,
     ),
     _authn(
         "requestheader-client-ca-file",
@@ -869,18 +887,21 @@ FLAGS: tuple[Flag, ...] = (
         "",
         "CA bundle that must have signed the client certificate of a front proxy before its "
         "identity headers are trusted.",
+        implemented=True,
     ),
     _authn(
         "requestheader-extra-headers-prefix",
         "strings",
         (),
         "Header prefixes carrying extra user information (X-Remote-Extra- is usual).",
+        implemented=True,
     ),
     _authn(
         "requestheader-group-headers",
         "strings",
         (),
         "Headers carrying the groups (X-Remote-Group is usual).",
+        implemented=True,
     ),
     _authn(
         "requestheader-uid-headers",
@@ -888,12 +909,14 @@ FLAGS: tuple[Flag, ...] = (
         (),
         "Headers carrying the user's UID (X-Remote-Uid is usual). Needs feature "
         "RemoteRequestHeaderUID.",
+        implemented=True,
     ),
     _authn(
         "requestheader-username-headers",
         "strings",
         (),
         "Headers carrying the user name (X-Remote-User is usual).",
+        implemented=True,
     ),
     _authn(
         "service-account-extend-token-expiration",
@@ -908,12 +931,14 @@ FLAGS: tuple[Flag, ...] = (
         (),
         "Issuer of service account tokens (the iss claim): a string or, better, an https URL. "
         "Repeatable: the first issues tokens, all are accepted.",
+        implemented=True,
     ),
     _authn(
         "service-account-jwks-uri",
         "string",
         "",
         "https URL of the key set announced in the service account issuer's discovery document.",
+        implemented=True,
     ),
     _authn(
         "service-account-key-file",
@@ -922,12 +947,14 @@ FLAGS: tuple[Flag, ...] = (
         "PEM file of RSA or ECDSA keys (private or public) that verify service account tokens. "
         "Repeatable. Defaults to --tls-private-key-file; required with "
         "--service-account-signing-key-file otherwise.",
+        implemented=True,
     ),
     _authn(
         "service-account-lookup",
         "bool",
         True,
         "Check that the service account and token behind a token still exist in the store.",
+        implemented=True,
     ),
     _authn(
         "service-account-max-token-expiration",
@@ -954,6 +981,7 @@ FLAGS: tuple[Flag, ...] = (
         "string",
         "",
         'CSV file of static bearer tokens (token,user,uid[,"group1,group2"]).',
+        implemented=True,
     ),
     # ---- Authorization ----------------------------------------------------------------------
     _authz(
@@ -963,37 +991,46 @@ FLAGS: tuple[Flag, ...] = (
         "File configuring the chain of authorizers (needs feature "
         "StructuredAuthorizationConfiguration). Cannot be combined with --authorization-mode or "
         "the --authorization-webhook-* flags.",
+        implemented=True,
     ),
     _authz(
         "authorization-mode",
         "strings",
         (),
         "Ordered list of authorizers: AlwaysAllow, AlwaysDeny, ABAC, Webhook, RBAC, Node. "
-        "AlwaysAllow when neither this nor --authorization-config is given.",
+        "AlwaysAllow when neither this nor --authorization-config is given. This server serves "
+        "no RBAC objects: RBAC evaluates the bootstrap policy only (cluster-admin for "
+        "system:masters, system:public-info-viewer, system:discovery, system:basic-user, "
+        "system:monitoring).",
+        implemented=True,
     ),
     _authz(
         "authorization-policy-file",
         "string",
         "",
         "ABAC policy file, one JSON object per line (mode ABAC).",
+        implemented=True,
     ),
     _authz(
         "authorization-webhook-cache-authorized-ttl",
         "duration",
         300.0,
         "How long 'authorized' answers of the authorization webhook are cached.",
+        implemented=True,
     ),
     _authz(
         "authorization-webhook-cache-unauthorized-ttl",
         "duration",
         30.0,
         "How long 'unauthorized' answers of the authorization webhook are cached.",
+        implemented=True,
     ),
     _authz(
         "authorization-webhook-config-file",
         "string",
         "",
         "kubeconfig-format file of the authorization webhook (mode Webhook).",
+        implemented=True,
     ),
     _authz(
         "authorization-webhook-version",
@@ -1001,6 +1038,7 @@ FLAGS: tuple[Flag, ...] = (
         "v1beta1",
         "authorization.k8s.io SubjectAccessReview version sent to and expected from the "
         "webhook: v1 or v1beta1.",
+        implemented=True,
     ),
     # ---- API enablement, egress, admission --------------------------------------------------
     Flag(

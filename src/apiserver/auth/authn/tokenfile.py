@@ -16,8 +16,6 @@ file accepted by kube-apiserver must mean the same thing here.
 
 from __future__ import annotations
 
-import hmac
-
 from twisted.logger import Logger
 
 from apiserver.auth.authn.common import ConfigError, TokenOutcome, read_file
@@ -76,9 +74,7 @@ def parse_csv(text: str) -> list[tuple[int, list[str]]]:
                 end = pos
                 while end < n and text[end] not in ",\n":
                     if text[end] == '"':
-                        raise CSVError(
-                            _parse_error(start_line, line, end - line_start + 1, "bare")
-                        )
+                        raise CSVError(_parse_error(start_line, line, end - line_start + 1, "bare"))
                     end += 1
                 fields.append(text[pos:end])
                 pos = end
@@ -101,7 +97,9 @@ def _parse_error(start_line: int, line: int, column: int, kind: str) -> str:
         else 'bare " in non-quoted-field'
     )
     if start_line != line:
-        return f"record on line {start_line}; parse error on line {line}, column {column}: {message}"
+        return (
+            f"record on line {start_line}; parse error on line {line}, column {column}: {message}"
+        )
     return f"parse error on line {line}, column {column}: {message}"
 
 
@@ -155,9 +153,5 @@ class TokenFileAuthenticator:
     def authenticate_token(self, token: str, audiences: tuple[str, ...]) -> TokenOutcome:
         user = self.tokens.get(token)
         if user is None:
-            return None
-        # The dict lookup already matched; compare again in constant time to keep the
-        # equality check itself from leaking the position of a difference.
-        if not any(hmac.compare_digest(token, known) for known in (token,)):
             return None
         return AuthResult(user)

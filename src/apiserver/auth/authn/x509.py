@@ -30,7 +30,7 @@ from typing import Any
 
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
-from cryptography.x509.oid import ExtendedKeyUsageOID, ExtensionOID, NameOID
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from OpenSSL import crypto
 from twisted.internet.interfaces import IReactorTime
 
@@ -63,14 +63,12 @@ def _hex_colon(data: bytes | None) -> str:
 def certificate_identifier(cert: x509.Certificate) -> str:
     """``SN=<decimal>, SKID=<AA:BB..>, AKID=<..>`` (x509.go ``certificateIdentifier``)."""
     try:
-        skid = cert.extensions.get_extension_for_oid(
-            ExtensionOID.SUBJECT_KEY_IDENTIFIER
-        ).value.digest
+        skid = cert.extensions.get_extension_for_class(x509.SubjectKeyIdentifier).value.digest
     except x509.ExtensionNotFound:
         skid = None
     try:
-        akid = cert.extensions.get_extension_for_oid(
-            ExtensionOID.AUTHORITY_KEY_IDENTIFIER
+        akid = cert.extensions.get_extension_for_class(
+            x509.AuthorityKeyIdentifier
         ).value.key_identifier
     except x509.ExtensionNotFound:
         akid = None
@@ -83,7 +81,7 @@ def _go_time(when: _dt.datetime) -> str:
 
 def _allows_client_auth(cert: x509.Certificate) -> bool:
     try:
-        usages = cert.extensions.get_extension_for_oid(ExtensionOID.EXTENDED_KEY_USAGE).value
+        usages = cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
     except x509.ExtensionNotFound:
         return True
     return any(

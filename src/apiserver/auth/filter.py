@@ -1,0 +1,455 @@
+"""The authentication → impersonation → authorization filters, as one ``AuthCheck``.
+
+Order and behaviour follow kube-apiserver's ``DefaultBuildHandlerChain``
+(``AS/pkg/server/config.go``) and the filters in ``AS/pkg/endpoints/filters``:
+
+1. **Request info** (``request.go``/``requestinfo.go``): a path that looks like a resource
+   request but cannot be read (``/api/v1/watch``) is a 500, text/plain
+   ``Internal Server Error: "<uri>": unable to determine kind and namespace from url, <url>``.
+2. **Authentication** (``authentication.go``, ``anonymous.go``): the authenticator's error
+   (bad credentials) is a 401 even when anonymous requests are allowed; no opinion becomes
+   ``system:anonymous`` in ``system:unauthenticated`` when they are, a 401 otherwise; non-empty
+   ``--api-audiences`` must meet the credential's audiences. The 401 is a negotiated Status
+   (``{"kind":"Status",...,"message":"Unauthorized","reason":"Unauthorized","code":401}``), with
+   no ``WWW-Authenticate``. Afterwards ``Authorization`` and the front-proxy headers
+   (``X-Remote-User``, ``X-Remote-Uid``, ``X-Remote-Group``, ``X-Remote-Extra-*`` and the
+   configured ``--requestheader-*`` names) are removed.
+3. **Impersonation** (see :mod:`apiserver.auth.impersonation`).
+4. **Authorization** (``authorization.go``): Allow lets the request through; a refusal that
+   came with an authorizer error is a 500 (text/plain ``Internal Server Error: "<uri>":
+   <error>``); any other refusal a 403 Status (see :func:`forbidden_message`), with
+   ``X-Content-Type-Options: nosniff``.
+
+What the filter leaves on the request for later filters and handlers:
+
+- ``apiserver_request_info``: :class:`~apiserver.auth.requestinfo.RequestInfo`;
+- ``apiserver_user``: the user the request acts as (after impersonation);
+- ``apiserver_authenticated_user``: the user that authenticated (what audit logs as ``user``);
+- ``apiserver_impersonated_user``: the impersonated user, or None;
+- ``apiserver_authorization``: ``("allow" | "forbid", reason)`` — the audit annotations
+  ``authorization.k8s.io/decision`` and ``authorization.k8s.io/reason`` (``("", "internal
+  error")`` after an authorizer error: only the reason annotation is set then).
+
+Performance: every step answers synchronously unless an authenticator or authorizer returns a
+Deferred (webhooks), so the usual request (AlwaysAllow, RBAC or ABAC with anonymous or x509)
+creates no Deferred; with an AlwaysAllow chain the authorizer is skipped altogether.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from twisted.internet.defer import Deferred
+from twisted.logger import Logger
+from twisted.python.failure import Failure
+
+from apiserver.apimachinery.errors import go_quote
+from apiserver.auth.authz import AuthorizerError
+from apiserver.auth.impersonation import (
+    ImpersonationError,
+    ImpersonationRequest,
+    build_requests,
+    impersonated_user,
+    strip_headers,
+)
+from apiserver.auth.interface import (
+    ALLOW,
+    ANONYMOUS,
+    UNAUTHENTICATED,
+    Attributes,
+    AuthenticationError,
+    Authenticator,
+    Authorizer,
+    AuthResult,
+    Decision,
+    UserInfo,
+)
+from apiserver.auth.requestinfo import RequestInfo, RequestInfoError, parse_request_info
+from apiserver.discovery.handlers import status_response
+from apiserver.http.app import RequestInfo as HTTPRequestInfo
+from apiserver.http.response import NOSNIFF, Response
+
+log = Logger()
+
+ANONYMOUS_USER = UserInfo(name=ANONYMOUS, groups=(UNAUTHENTICATED,))
+STANDARD_PROXY_HEADERS = (b"x-remote-user", b"x-remote-uid", b"x-remote-group")
+STANDARD_EXTRA_PREFIX = b"x-remote-extra-"
+_HTML_ESCAPES = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;"})
+
+#: ``True``/``False``, or a function of the URL path (``anonymous.conditions``).
+AnonymousPolicy = bool | Callable[[str], bool]
+Outcome = Response | None
+
+
+def attributes_for(info: RequestInfo, user: UserInfo) -> Attributes:
+    """``GetAuthorizerAttributes``: the request info and the user."""
+    if not info.resource_request:
+        return Attributes(user=user, verb=info.verb, resource_request=False, path=info.path)
+    return Attributes(
+        user=user,
+        verb=info.verb,
+        resource_request=True,
+        path=info.path,
+        namespace=info.namespace,
+        api_group=info.api_group,
+        api_version=info.api_version,
+        resource=info.resource,
+        subresource=info.subresource,
+        name=info.name,
+    )
+
+
+def forbidden_message(attributes: Attributes, reason: str = "") -> str:
+    """The 403 Status message (``responsewriters.Forbidden`` + ``errors.NewForbidden``).
+
+    ``forbidden: User "u" cannot get path "/p"`` for non-resource requests;
+    ``<res>[.<group>][ "<name>"] is forbidden: User "u" cannot <verb> resource
+    "<res>[/<sub>]" in API group "<g>" (in the namespace "<ns>"|at the cluster scope)``
+    otherwise; ``: <reason>`` appended when the authorizers gave one. ``&``, ``<`` and ``>`` in
+    the part before the reason are HTML-escaped.
+    """
+    user = go_quote(attributes.user.name)
+    if not attributes.resource_request:
+        msg = f"User {user} cannot {attributes.verb} path {go_quote(attributes.path)}"
+    else:
+        resource = attributes.resource
+        if attributes.subresource:
+            resource += "/" + attributes.subresource
+        msg = (
+            f"User {user} cannot {attributes.verb} resource {go_quote(resource)} "
+            f"in API group {go_quote(attributes.api_group)} "
+        )
+        if attributes.namespace:
+            msg += f"in the namespace {go_quote(attributes.namespace)}"
+        else:
+            msg += "at the cluster scope"
+    msg = msg.translate(_HTML_ESCAPES)
+    if reason:
+        msg = f"{msg}: {reason}"
+    group, resource_name = attributes.api_group, attributes.resource
+    if not group and not resource_name:
+        return f"forbidden: {msg}"
+    qualified = f"{resource_name}.{group}" if group else resource_name
+    if attributes.name:
+        return f"{qualified} {go_quote(attributes.name)} is forbidden: {msg}"
+    return f"{qualified} is forbidden: {msg}"
+
+
+def forbidden_details(attributes: Attributes) -> dict[str, str]:
+    """``StatusDetails`` of the 403: name, group, kind (= resource), each only when set."""
+    details: dict[str, str] = {}
+    if attributes.name:
+        details["name"] = attributes.name
+    if attributes.api_group:
+        details["group"] = attributes.api_group
+    if attributes.resource:
+        details["kind"] = attributes.resource
+    return details
+
+
+def forbidden_response(
+    request: Any, info: HTTPRequestInfo, attributes: Attributes, reason: str = ""
+) -> Response:
+    """The negotiated 403 Status with ``X-Content-Type-Options: nosniff``."""
+    response = status_response(
+        request,
+        info,
+        403,
+        "Forbidden",
+        forbidden_message(attributes, reason),
+        forbidden_details(attributes),
+    )
+    return Response(response.code, (*response.headers, NOSNIFF), response.body)
+
+
+def unauthorized_response(request: Any, info: HTTPRequestInfo) -> Response:
+    """The negotiated 401 Status (``apierrors.NewUnauthorized("Unauthorized")``)."""
+    return status_response(request, info, 401, "Unauthorized", "Unauthorized", None)
+
+
+def internal_error_response(request: Any, error: str) -> Response:
+    """``responsewriters.InternalError``: ``Internal Server Error: "<uri>": <err>``."""
+    uri = request.uri.decode("utf-8", "replace")
+    body = f"Internal Server Error: {go_quote(uri)}: {error}".encode()
+    return Response(500, (("Content-Type", "text/plain"), NOSNIFF), body)
+
+
+class AuthFilter:
+    """``apiserver.http.app.AuthCheck``: see the module docstring.
+
+    ``authenticator`` None means no credential is ever recognised (every request is
+    anonymous, or a 401 when anonymous requests are off); ``authorizer`` None means every
+    request is allowed (an AlwaysAllow chain).
+    """
+
+    def __init__(
+        self,
+        authenticator: Authenticator | None,
+        anonymous: AnonymousPolicy,
+        authorizer: Authorizer | None,
+        *,
+        api_audiences: Sequence[str] = (),
+        request_header_names: Iterable[str] = (),
+        request_header_prefixes: Iterable[str] = (),
+    ) -> None:
+        self.authenticator = authenticator
+        self.anonymous = anonymous
+        self.authorizer = authorizer
+        #: The ``--authorization-config`` reloader that replaces ``authorizer``, if any.
+        self.reloader: Any = None
+        self.api_audiences = frozenset(api_audiences)
+        self._strip_names = tuple(
+            dict.fromkeys(
+                [b"authorization", *STANDARD_PROXY_HEADERS]
+                + [name.lower().encode("latin-1") for name in request_header_names]
+            )
+        )
+        self._strip_prefixes = tuple(
+            dict.fromkeys(
+                [STANDARD_EXTRA_PREFIX]
+                + [p.lower().encode("latin-1") for p in request_header_prefixes]
+            )
+        )
+
+    # -- the filter --------------------------------------------------------------------------
+
+    def check(self, request: Any, info: HTTPRequestInfo) -> Outcome | Deferred[Outcome]:
+        try:
+            rinfo = parse_request_info(
+                info.method, info.path, info.query, request.uri.decode("utf-8", "replace")
+            )
+        except RequestInfoError as error:
+            return internal_error_response(request, str(error))
+        request.apiserver_request_info = rinfo
+        authenticated = self._authenticate(request, info)
+        if isinstance(authenticated, Deferred):
+            return authenticated.addCallback(self._after_authentication, request, info, rinfo)
+        return self._after_authentication(authenticated, request, info, rinfo)
+
+    # -- authentication ----------------------------------------------------------------------
+
+    def _authenticate(
+        self, request: Any, info: HTTPRequestInfo
+    ) -> UserInfo | Response | Deferred[UserInfo | Response]:
+        authenticator = self.authenticator
+        if authenticator is None:
+            return self._no_credentials(request, info)
+        try:
+            result = authenticator.authenticate(request)
+        except AuthenticationError as error:
+            log.debug("Unable to authenticate the request: {error}", error=error)
+            return unauthorized_response(request, info)
+        except Exception:
+            log.failure("authenticator failed")
+            return unauthorized_response(request, info)
+        if isinstance(result, Deferred):
+            return result.addCallbacks(
+                self._authenticated,
+                self._authentication_failed,
+                callbackArgs=(request, info),
+                errbackArgs=(request, info),
+            )
+        return self._authenticated(result, request, info)
+
+    def _authentication_failed(
+        self, failure: Failure, request: Any, info: HTTPRequestInfo
+    ) -> Response:
+        if failure.check(AuthenticationError):
+            log.debug("Unable to authenticate the request: {error}", error=failure.value)
+        else:
+            log.failure("authenticator failed", failure)
+        return unauthorized_response(request, info)
+
+    def _authenticated(
+        self, result: AuthResult | None, request: Any, info: HTTPRequestInfo
+    ) -> UserInfo | Response:
+        if result is None:
+            return self._no_credentials(request, info)
+        audiences = self.api_audiences
+        if audiences and result.audiences and audiences.isdisjoint(result.audiences):
+            log.error(
+                "Unable to match the audience: {wanted} , accepted: {got}",
+                wanted=sorted(audiences),
+                got=list(result.audiences),
+            )
+            return unauthorized_response(request, info)
+        return result.user
+
+    def _no_credentials(self, request: Any, info: HTTPRequestInfo) -> UserInfo | Response:
+        anonymous = self.anonymous
+        allowed = anonymous(info.path) if callable(anonymous) else anonymous
+        return ANONYMOUS_USER if allowed else unauthorized_response(request, info)
+
+    def _after_authentication(
+        self,
+        authenticated: UserInfo | Response,
+        request: Any,
+        info: HTTPRequestInfo,
+        rinfo: RequestInfo,
+    ) -> Outcome | Deferred[Outcome]:
+        if isinstance(authenticated, Response):
+            return authenticated
+        user = authenticated
+        request.apiserver_user = user
+        request.apiserver_authenticated_user = user
+        request.apiserver_impersonated_user = None
+        impersonating = self._strip_credentials(request.requestHeaders)
+        if impersonating:
+            return self._impersonate(request, info, rinfo, user)
+        return self._authorize(request, info, rinfo, user)
+
+    def _strip_credentials(self, headers: Any) -> bool:
+        """Drop credentials and proxy headers; True when there are ``Impersonate-*`` ones."""
+        for name in self._strip_names:
+            if headers.hasHeader(name):
+                headers.removeHeader(name)
+        impersonating = False
+        prefixed: list[bytes] = []
+        prefixes = self._strip_prefixes
+        for raw_name, _ in headers.getAllRawHeaders():
+            name = raw_name.lower()
+            if name.startswith(b"impersonate-"):
+                impersonating = True
+            elif name.startswith(prefixes):
+                prefixed.append(raw_name)
+        for raw_name in prefixed:
+            headers.removeHeader(raw_name)
+        return impersonating
+
+    # -- impersonation -----------------------------------------------------------------------
+
+    def _impersonate(
+        self, request: Any, info: HTTPRequestInfo, rinfo: RequestInfo, user: UserInfo
+    ) -> Outcome | Deferred[Outcome]:
+        headers = request.requestHeaders
+        try:
+            items = build_requests(headers)
+        except ImpersonationError as error:
+            return status_response(request, info, 400, "BadRequest", str(error), None)
+        if not items:
+            return self._authorize(request, info, rinfo, user)
+        groups_given = bool(headers.getRawHeaders(b"impersonate-group"))
+        return self._impersonate_from(request, info, rinfo, user, items, 0, groups_given)
+
+    def _impersonate_from(
+        self,
+        request: Any,
+        info: HTTPRequestInfo,
+        rinfo: RequestInfo,
+        user: UserInfo,
+        items: list[ImpersonationRequest],
+        start: int,
+        groups_given: bool,
+    ) -> Outcome | Deferred[Outcome]:
+        authorizer = self.authorizer
+        if authorizer is not None:
+            for index in range(start, len(items)):
+                attributes = items[index].attributes(user)
+                try:
+                    decision = authorizer.authorize(attributes)
+                except AuthorizerError as error:
+                    # Any error refuses, even next to an Allow (``err != nil || !allowed``).
+                    return forbidden_response(request, info, attributes, error.reason)
+                if isinstance(decision, Deferred):
+                    resume = (request, info, rinfo, user, items, index, groups_given, attributes)
+                    return decision.addCallbacks(
+                        self._impersonation_decided,
+                        self._impersonation_failed,
+                        callbackArgs=resume,
+                        errbackArgs=resume,
+                    )
+                if decision.decision != ALLOW:
+                    return forbidden_response(request, info, attributes, decision.reason)
+        new_user = impersonated_user(items, groups_given)
+        log.debug("{old} is impersonating {new}", old=user.name, new=new_user.name)
+        strip_headers(request.requestHeaders)
+        request.apiserver_user = new_user
+        request.apiserver_impersonated_user = new_user
+        return self._authorize(request, info, rinfo, new_user)
+
+    def _impersonation_decided(
+        self,
+        decision: Decision,
+        request: Any,
+        info: HTTPRequestInfo,
+        rinfo: RequestInfo,
+        user: UserInfo,
+        items: list[ImpersonationRequest],
+        index: int,
+        groups_given: bool,
+        attributes: Attributes,
+    ) -> Outcome | Deferred[Outcome]:
+        if decision.decision != ALLOW:
+            return forbidden_response(request, info, attributes, decision.reason)
+        return self._impersonate_from(request, info, rinfo, user, items, index + 1, groups_given)
+
+    def _impersonation_failed(
+        self,
+        failure: Failure,
+        request: Any,
+        info: HTTPRequestInfo,
+        rinfo: RequestInfo,
+        user: UserInfo,
+        items: list[ImpersonationRequest],
+        index: int,
+        groups_given: bool,
+        attributes: Attributes,
+    ) -> Outcome | Deferred[Outcome]:
+        error = failure.value
+        if not isinstance(error, AuthorizerError):
+            log.failure("authorizer failed", failure)
+        reason = error.reason if isinstance(error, AuthorizerError) else ""
+        return forbidden_response(request, info, attributes, reason)
+
+    # -- authorization -----------------------------------------------------------------------
+
+    def _authorize(
+        self, request: Any, info: HTTPRequestInfo, rinfo: RequestInfo, user: UserInfo
+    ) -> Outcome | Deferred[Outcome]:
+        authorizer = self.authorizer
+        if authorizer is None:
+            request.apiserver_authorization = ("allow", "")
+            return None
+        attributes = attributes_for(rinfo, user)
+        try:
+            decision = authorizer.authorize(attributes)
+        except AuthorizerError as error:
+            return self._authorizer_error(error, request, info, attributes)
+        if isinstance(decision, Deferred):
+            return decision.addCallbacks(
+                self._decided,
+                self._decision_failed,
+                callbackArgs=(request, info, attributes),
+                errbackArgs=(request, info, attributes),
+            )
+        return self._decided(decision, request, info, attributes)
+
+    def _decided(
+        self, decision: Decision, request: Any, info: HTTPRequestInfo, attributes: Attributes
+    ) -> Outcome:
+        if decision.decision == ALLOW:
+            request.apiserver_authorization = ("allow", decision.reason)
+            return None
+        request.apiserver_authorization = ("forbid", decision.reason)
+        log.debug("Forbidden {uri} reason {reason}", uri=request.uri, reason=decision.reason)
+        return forbidden_response(request, info, attributes, decision.reason)
+
+    def _decision_failed(
+        self, failure: Failure, request: Any, info: HTTPRequestInfo, attributes: Attributes
+    ) -> Outcome:
+        error = failure.value
+        if not isinstance(error, AuthorizerError):
+            log.failure("authorizer failed", failure)
+            error = AuthorizerError(str(error))
+        return self._authorizer_error(error, request, info, attributes)
+
+    def _authorizer_error(
+        self, error: AuthorizerError, request: Any, info: HTTPRequestInfo, attributes: Attributes
+    ) -> Outcome:
+        if error.decision == ALLOW:
+            request.apiserver_authorization = ("allow", error.reason)
+            return None
+        request.apiserver_authorization = ("", "internal error")
+        log.warn("authorization error for {uri}: {error}", uri=request.uri, error=error.message)
+        return internal_error_response(request, error.message)
