@@ -25,6 +25,7 @@ from twisted.python.failure import Failure
 
 from apiserver.api.events.rest import BASE, GR, EventsAPI
 from apiserver.auth import build_auth
+from apiserver.auth.authn import install_authn_routes
 from apiserver.discovery import install_discovery, runtime_config_enables_events
 from apiserver.healthz import (
     HealthRegistry,
@@ -305,6 +306,7 @@ class Server:
             groups_enabled={"events.k8s.io/v1": self.events_enabled},
             server_address=self._server_address,
         )
+        install_authn_routes(self.router, config)
         install_openapi(
             self.router,
             events_enabled=self.events_enabled,

@@ -6,6 +6,8 @@ takes the reactor as a parameter so tests can pass a fake one.
 
 from __future__ import annotations
 
+import sys
+
 from twisted.application.service import IService
 
 from apiserver.options import ApiserverOptions
@@ -21,6 +23,11 @@ def makeService(options: ApiserverOptions) -> IService:
 
     config = options.config
     configure_logging(config)
-    server = Server(config, reactor)
+    try:
+        server = Server(config, reactor)
+    except ValueError as error:
+        # A bad policy, token, key or config file: say which and stop, as kube-apiserver does.
+        sys.stderr.write(f"Error: {error}\n")
+        raise SystemExit(1) from None
     reactor.callWhenRunning(server.start)
     return server.root

@@ -85,7 +85,7 @@ class Daemon:
 
     def start(self, wait: bool = True, timeout: float = 30.0) -> Daemon:
         self.prepare()
-        log = open(self.log_path, "ab")  # noqa: SIM115 - closed with the process
+        log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
             self.command(),
             stdout=log,

@@ -261,7 +261,6 @@ def test_oidc_issuer_over_tls(launch: Callable[..., Daemon], tmp_path: Path) -> 
                 "--oidc-client-id=kube",
                 f"--oidc-ca-file={issuer.ca_file}",
                 "--oidc-groups-claim=groups",
-                "--oidc-groups-prefix=oidc:",
                 "--authorization-mode=RBAC",
             ]
         )
@@ -366,8 +365,6 @@ def test_service_account_tokens(launch: Callable[..., Daemon], tmp_path: Path) -
 
     admin = (str(daemon.client_cert), str(daemon.client_key))
     code, headers, body = request(daemon, "/.well-known/openid-configuration", admin)
-    if code == 404:
-        pytest.skip("the discovery routes are not installed (install_authn_routes not wired)")
     assert code == 200
     assert headers["content-type"] == "application/json"
     assert headers["cache-control"] == "public, max-age=3600"
@@ -444,3 +441,36 @@ def test_token_webhook_down(launch: Callable[..., Daemon], tmp_path: Path) -> No
     admin = (str(daemon.client_cert), str(daemon.client_key))
     assert request(daemon, "/readyz", admin)[0] == 200
     assert daemon.proc is not None and daemon.proc.poll() is None
+
+
+# --- --authentication-config ------------------------------------------------------------------
+
+
+def test_authentication_config_anonymous_conditions(
+    launch: Callable[..., Daemon], tmp_path: Path
+) -> None:
+    config = tmp_path / "authn.yaml"
+    config.write_text(
+        "apiVersion: apiserver.config.k8s.io/v1\nkind: AuthenticationConfiguration\n"
+        "anonymous:\n  enabled: true\n  conditions: [{path: /livez}, {path: /readyz}]\n"
+    )
+    daemon = launch([f"--authentication-config={config}"])
+    assert request(daemon, "/livez")[0] == 200
+    assert request(daemon, "/readyz")[0] == 200
+    assert request(daemon, "/healthz")[::2] == (401, UNAUTHORIZED)
+    assert request(daemon, "/livez", headers={"Authorization": "Bearer bad"})[0] == 401
+
+
+def test_unsupported_cel_stops_start_up(launch: Callable[..., Daemon], tmp_path: Path) -> None:
+    config = tmp_path / "authn.yaml"
+    config.write_text(
+        "apiVersion: apiserver.config.k8s.io/v1\nkind: AuthenticationConfiguration\n"
+        "jwt:\n- issuer: {url: 'https://idp.example', audiences: [kube]}\n"
+        "  claimMappings:\n    username: {expression: 'claims.sub.reverse()'}\n"
+    )
+    daemon = launch([f"--authentication-config={config}"], wait=False)
+    assert daemon.wait_exit(30) != 0
+    log = daemon.log()
+    assert str(config) in log
+    assert "jwt[0].claimMappings.username.expression" in log
+    assert "unsupported function reverse()" in log

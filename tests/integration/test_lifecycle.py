@@ -132,7 +132,7 @@ def test_installed_package_serves_without_source_paths(tmp_path: Path) -> None:
     command[0] = str(bindir / "apiserver")
     del command[1:4]  # the console script adds --nodaemon, --pidfile= and the plugin name
     daemon.prepare()
-    log = open(daemon.log_path, "ab")  # noqa: SIM115 - closed below
+    log = open(daemon.log_path, "ab")
     daemon.proc = subprocess.Popen(
         command, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=tmp_path
     )

@@ -140,3 +140,15 @@ def test_bundle_file_errors(tmp_path: Path) -> None:
     good = tmp_path / "ca.pem"
     good.write_bytes(CA.pem())
     assert ChainVerifier.from_file(str(good), "client-ca-file", clock_at()).roots == (CA.cert,)
+
+
+def test_cached_verification_still_expires() -> None:
+    leaf = issue("alice", issuer=CA, not_after=NOW + 60)
+    clock = clock_at()
+    auth = authenticator(clock)
+    request = FakeRequest(chain=[leaf.cert])
+    assert result_of(auth.authenticate(request)).user.name == "alice"
+    assert result_of(auth.authenticate(request)).user.name == "alice"
+    clock.advance(61)
+    with pytest.raises(CertificateError, match="has expired"):
+        auth.authenticate(request)

@@ -163,6 +163,7 @@ class ReloadingJWT:
         self.client_factory = client_factory or _http_client
         self.config = config
         self.digest = hashlib.sha256(data).digest()
+        self._union = TokenUnion([])
         self.authenticators = self._build(config.jwt)
         self._loop: LoopingCall | None = None
 
@@ -213,8 +214,7 @@ class ReloadingJWT:
         log.info("authentication configuration {path} reloaded", path=self.path)
 
     def authenticate_token(self, token: str, audiences: tuple[str, ...]) -> TokenOutcome:
-        wrapped = [AudienceAgnostic(a, self.audiences) for a in self.authenticators]
-        return TokenUnion(wrapped).authenticate_token(token, audiences)
+        return self._union.authenticate_token(token, audiences)
 
 
 def _http_client(config: JWTConfig, reactor: Any) -> Any:

@@ -44,6 +44,8 @@ UID_OID = x509.ObjectIdentifier("1.3.6.1.4.1.57683.2")
 
 ChainGetter = Callable[[Any], Sequence[x509.Certificate]]
 
+VERIFIED_CACHE_SIZE = 1024
+
 # OpenSSL verification error codes (include/openssl/x509_vfy.h).
 _UNKNOWN_AUTHORITY = {2, 7, 18, 19, 20, 21}
 _NOT_YET_VALID = 9
@@ -98,11 +100,16 @@ class ChainVerifier:
             raise ValueError("no CA certificate")
         self.roots = tuple(roots)
         self.clock = clock
-        self._store = crypto.X509Store()
-        self._store.set_flags(crypto.X509StoreFlags.PARTIAL_CHAIN)
+        self._roots = [crypto.X509.from_cryptography(cert) for cert in roots]
         self._root_ders: set[bytes] = set()
+        # Verified chains, so that the requests of one connection (whose chain object
+        # peercert caches) do not pay for OpenSSL's verification each time: chain ->
+        # (valid from, valid until, verified chain). Only successes are kept; the bundle
+        # never changes while the server runs.
+        self._verified: dict[
+            tuple[x509.Certificate, ...], tuple[float, float, list[x509.Certificate]]
+        ] = {}
         for cert in roots:
-            self._store.add_cert(crypto.X509.from_cryptography(cert))
             self._root_ders.add(cert.public_bytes(serialization.Encoding.DER))
 
     @classmethod
@@ -120,11 +127,33 @@ class ChainVerifier:
 
     def verify(self, chain: Sequence[x509.Certificate]) -> list[x509.Certificate]:
         """The verified chain, leaf first; CertificateError with Go's wording otherwise."""
+        key = tuple(chain)
+        seconds = self.clock.seconds()
+        hit = self._verified.get(key)
+        if hit is not None and hit[0] <= seconds <= hit[1]:
+            return hit[2]
+        verified = self._verify(chain, seconds)
+        if len(self._verified) >= VERIFIED_CACHE_SIZE:
+            del self._verified[next(iter(self._verified))]
+        self._verified[key] = (
+            max(c.not_valid_before_utc.timestamp() for c in verified),
+            min(c.not_valid_after_utc.timestamp() for c in verified),
+            verified,
+        )
+        return verified
+
+    def _verify(self, chain: Sequence[x509.Certificate], seconds: float) -> list[x509.Certificate]:
         leaf = chain[0]
-        now = _dt.datetime.fromtimestamp(self.clock.seconds(), _dt.UTC)
-        self._store.set_time(now.replace(tzinfo=None))
+        now = _dt.datetime.fromtimestamp(seconds, _dt.UTC)
+        # A new store each time: OpenSSL keeps the first verification time a store was given
+        # (X509_VERIFY_PARAM inheritance), and a store is cheap next to the verification.
+        store = crypto.X509Store()
+        store.set_flags(crypto.X509StoreFlags.PARTIAL_CHAIN)
+        for root in self._roots:
+            store.add_cert(root)
+        store.set_time(now.replace(tzinfo=None))
         context = crypto.X509StoreContext(
-            self._store,
+            store,
             crypto.X509.from_cryptography(leaf),
             [crypto.X509.from_cryptography(c) for c in chain[1:]],
         )
@@ -199,13 +228,20 @@ class X509Authenticator:
         self.verifier = verifier
         self.audiences = tuple(audiences)
         self.chain_of = chain_of
+        self._users: dict[x509.Certificate, tuple[AuthResult | None]] = {}
 
     def authenticate(self, request: Any) -> AuthResult | None:
         chain = self.chain_of(request)
         if not chain:
             return None
         verified = self.verifier.verify(chain)
-        user = user_from_certificate(verified[0])
-        if user is None:
-            return None
-        return AuthResult(user, self.audiences)
+        leaf = verified[0]
+        cached = self._users.get(leaf)
+        if cached is not None:
+            return cached[0]
+        user = user_from_certificate(leaf)
+        result = None if user is None else AuthResult(user, self.audiences)
+        if len(self._users) >= VERIFIED_CACHE_SIZE:
+            del self._users[next(iter(self._users))]
+        self._users[leaf] = (result,)
+        return result
