@@ -18,8 +18,8 @@ stands for the error codes kube documents in prose), ``content_type_conformance`
 ``response_schema_conformance`` and ``response_headers_conformance``.
 
 Bounds: ``max_examples`` per operation and ``derandomize=True`` keep the run deterministic and
-well under a minute on two cores; every request has a 10 s client timeout; watches carry
-``timeoutSeconds=1`` so the server closes them.
+at about a minute on two cores (35 to 60 s measured, a few thousand requests); every request
+has a 10 s client timeout; watches carry ``timeoutSeconds=1`` so the server closes them.
 """
 
 from __future__ import annotations
@@ -51,8 +51,14 @@ from tests.integration.schemathesis_support import (  # noqa: E402
     load_reference,
     not_a_server_error_but_kube,
     prepare_document,
+    reference_path,
     seed_event,
 )
+
+if not reference_path().exists():
+    pytest.skip(
+        "the official OpenAPI document (shared/reference) is absent", allow_module_level=True
+    )
 
 GROUP = "/apis/events.k8s.io/v1"
 ITEM = GROUP + "/namespaces/{namespace}/events/{name}"
