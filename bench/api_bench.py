@@ -217,6 +217,16 @@ def daemon_command(port: int, workdir: Path, template: str = "") -> list[str]:
     twistd = str(Path(sys.executable).parent / "twistd")
     if not Path(twistd).exists():
         twistd = shutil.which("twistd") or "twistd"
+    # h2load cannot present a client certificate, and AlwaysAllow turns anonymous requests
+    # off (as kube-apiserver does): an ABAC policy admitting anonymous users keeps the load
+    # unauthenticated while authorization still runs for every request.
+    policy = Path(data_dir).parent / "abac-allow-all.jsonl"
+    policy.parent.mkdir(parents=True, exist_ok=True)
+    policy.write_text(
+        '{"apiVersion":"abac.authorization.kubernetes.io/v1beta1","kind":"Policy","spec":'
+        '{"group":"system:unauthenticated","namespace":"*","resource":"*","apiGroup":"*",'
+        '"nonResourcePath":"*"}}\n'
+    )
     return [
         twistd,
         "--nodaemon",
@@ -226,6 +236,8 @@ def daemon_command(port: int, workdir: Path, template: str = "") -> list[str]:
         "--bind-address=127.0.0.1",
         f"--cert-dir={cert_dir}",
         f"--data-dir={data_dir}",
+        "--authorization-mode=ABAC",
+        f"--authorization-policy-file={policy}",
     ]
 
 

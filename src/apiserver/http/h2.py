@@ -44,11 +44,14 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
+import h2.errors
 import h2.events
 import h2.exceptions
+import h2.utilities
 import priority
 from h2.settings import SettingCodes, Settings
 from twisted.internet.error import ConnectionLost
+from twisted.internet.protocol import connectionDone
 from twisted.python.failure import Failure
 from twisted.web import _http2, http
 
@@ -60,8 +63,14 @@ MAX_BATCH = 1 << 20
 
 _END = _http2._END_STREAM_SENTINEL
 
+_REQUEST_FLAGS = h2.utilities.HeaderValidationFlags(
+    is_client=False, is_trailer=False, is_response_header=False, is_push_promise=False
+)
+_TRAILER_FLAGS = _REQUEST_FLAGS._replace(is_trailer=True)
+_RESPONSE_FLAGS = _REQUEST_FLAGS._replace(is_response_header=True)
 
-class FastH2Connection(_http2.H2Connection):  # type: ignore[misc]
+
+class FastH2Connection(_http2.H2Connection):
     """``twisted.web._http2.H2Connection`` with a batched send path (see the module doc).
 
     ``maxConcurrentStreams`` is the SETTINGS_MAX_CONCURRENT_STREAMS we advertise.
@@ -73,12 +82,19 @@ class FastH2Connection(_http2.H2Connection):  # type: ignore[misc]
         # Set before the base constructor, which schedules a first send pass.
         self._queuedBytes: dict[int, int] = {}
         self._ready: dict[int, None] = {}
+        # The priority tree is filled only once the client sends priority information.
+        self._treeInUse = False
         self._sendCall: Any = None
         self._inDataReceived = False
         self._sending = False
         self._sendAgain = False
         super().__init__(reactor)
         conn = self.conn
+        # Header blocks are checked here instead (same rules, one pass; see
+        # _requestHeadersValid and _responseHeaderBlock).
+        conn.config.validate_inbound_headers = False
+        conn.config.validate_outbound_headers = False
+        conn.config.normalize_outbound_headers = False
         if self.maxConcurrentStreams != DEFAULT_MAX_STREAMS:
             conn.local_settings = Settings(
                 client=False,
@@ -89,6 +105,7 @@ class FastH2Connection(_http2.H2Connection):  # type: ignore[misc]
             )
         self._dispatch = {
             h2.events.RequestReceived: self._requestReceived,
+            h2.events.TrailersReceived: self._trailersReceived,
             h2.events.DataReceived: self._requestDataReceived,
             h2.events.StreamEnded: self._requestEnded,
             h2.events.StreamReset: self._requestAborted,
@@ -124,6 +141,7 @@ class FastH2Connection(_http2.H2Connection):  # type: ignore[misc]
 
     def _connectionTerminated(self, event: Any) -> None:
         """GOAWAY from the peer: Twisted closes the connection and fails every stream."""
+        assert self.transport is not None
         self.transport.loseConnection()
         self.connectionLost(
             Failure(ConnectionLost("Remote peer sent GOAWAY")),
@@ -137,8 +155,57 @@ class FastH2Connection(_http2.H2Connection):  # type: ignore[misc]
             self._windowOpened(0)
 
     def _requestReceived(self, event: Any) -> None:
-        self._queuedBytes[event.stream_id] = 0
-        super()._requestReceived(event)
+        """Twisted's, once the header block passed validation; the stream enters the
+        priority tree only if the client uses priorities."""
+        headers = event.headers
+        if not _plainRequestHeaders(headers) and not self._headersValid(
+            headers, _REQUEST_FLAGS
+        ):
+            return
+        sid = event.stream_id
+        self.streams[sid] = _http2.H2Stream(
+            sid, self, headers, self.requestFactory, self.site, self.factory
+        )
+        self._outboundStreamQueues[sid] = deque()
+        self._queuedBytes[sid] = 0
+        if self._treeInUse:
+            self._addToTree(sid)
+
+    def _addToTree(self, sid: int) -> None:
+        try:
+            self.priority.insert_stream(sid)
+        except priority.DuplicateStreamError:
+            # A PRIORITY frame came first and put it there (Twisted's case too).
+            if sid not in self._ready:
+                self.priority.block(sid)
+        else:
+            if sid not in self._ready:
+                self.priority.block(sid)
+
+    def _handlePriorityUpdate(self, event: Any) -> None:
+        """Twisted's, after moving the open streams into the tree the first time."""
+        if not self._treeInUse:
+            self._treeInUse = True
+            for sid in sorted(self.streams):
+                self._addToTree(sid)
+        super()._handlePriorityUpdate(event)
+
+    def _trailersReceived(self, event: Any) -> None:
+        # Twisted ignores trailers; they are still checked, as h2 would.
+        self._headersValid(event.headers, _TRAILER_FLAGS)
+
+    def _headersValid(self, headers: list[Any], flags: Any) -> bool:
+        """h2's own header validation (``h2.utilities.validate_headers``) for the blocks the
+        one-pass check does not vouch for; a malformed block ends the connection with
+        PROTOCOL_ERROR, as it does when h2 validates inside ``receive_data``."""
+        try:
+            for _ in h2.utilities.validate_headers(headers, flags):
+                pass
+        except h2.exceptions.ProtocolError as error:
+            self.conn.close_connection(error_code=error.error_code)
+            self._terminate(Failure())
+            return False
+        return True
 
     def _handleWindowUpdate(self, event: Any) -> None:
         """Put streams that have data and now have window back on the schedule, and let
@@ -171,9 +238,17 @@ class FastH2Connection(_http2.H2Connection):  # type: ignore[misc]
         self, version: bytes, code: bytes, reason: bytes, headers: Any, streamID: int
     ) -> None:
         """Encode the HEADERS frame now; it leaves with the pass's single write."""
-        headers.insert(0, (b":status", code))
+        block = _responseHeaderBlock(code, headers)
+        if block is None:
+            headers.insert(0, (b":status", code))
+            block = list(
+                h2.utilities.validate_outbound_headers(
+                    h2.utilities.normalize_outbound_headers(headers, _RESPONSE_FLAGS),
+                    _RESPONSE_FLAGS,
+                )
+            )
         try:
-            self.conn.send_headers(streamID, headers)
+            self.conn.send_headers(streamID, block)
         except h2.exceptions.StreamClosedError:
             # Reset by the client meanwhile: dropped silently, as Twisted does.
             return
@@ -202,17 +277,23 @@ class FastH2Connection(_http2.H2Connection):  # type: ignore[misc]
         return int(self.conn.local_flow_control_window(streamID)) - self._queuedBytes[streamID]
 
     def _requestDone(self, streamID: int) -> None:
+        """Forget the stream (Twisted's, without its per-stream cleanup Deferred, which
+        nothing outside Twisted's own tests reads)."""
+        del self._outboundStreamQueues[streamID]
+        del self._queuedBytes[streamID]
         self._ready.pop(streamID, None)
-        self._queuedBytes.pop(streamID, None)
-        super()._requestDone(streamID)
+        if self._treeInUse:
+            self.priority.remove_stream(streamID)
+        del self.streams[streamID]
 
     def _markReady(self, streamID: int) -> None:
         if streamID not in self._ready:
             self._ready[streamID] = None
-            self.priority.unblock(streamID)
+            if self._treeInUse:
+                self.priority.unblock(streamID)
 
     def _markIdle(self, streamID: int) -> None:
-        if self._ready.pop(streamID, 0) is None:
+        if self._ready.pop(streamID, 0) is None and self._treeInUse:
             self.priority.block(streamID)
 
     def _scheduleSend(self) -> None:
@@ -275,15 +356,25 @@ class FastH2Connection(_http2.H2Connection):  # type: ignore[misc]
                 self._sendStream(sid, MAX_BATCH)
             return False
         # Contention for the connection window or the budget: one frame at a time, in
-        # the order the priority tree gives (Twisted's scheduling).
+        # the order the priority tree gives (Twisted's scheduling), or round-robin while
+        # the client has not used priorities (what the tree does for equal siblings).
         budget = MAX_BATCH
-        tree = self.priority
-        while budget > 0 and conn.outbound_flow_control_window > 0:
-            try:
-                sid = next(tree)
-            except priority.DeadlockError:
-                return False
-            budget -= self._sendStream(sid, conn.max_outbound_frame_size, frames=1)
+        frameSize = conn.max_outbound_frame_size
+        if self._treeInUse:
+            tree = self.priority
+            while budget > 0 and conn.outbound_flow_control_window > 0:
+                try:
+                    sid = next(tree)
+                except priority.DeadlockError:
+                    return False
+                budget -= self._sendStream(sid, frameSize, frames=1)
+        else:
+            while ready and budget > 0 and conn.outbound_flow_control_window > 0:
+                for sid in list(ready):
+                    if sid in ready:
+                        budget -= self._sendStream(sid, frameSize, frames=1)
+                        if budget <= 0 or conn.outbound_flow_control_window <= 0:
+                            break
         return bool(ready) and conn.outbound_flow_control_window > 0
 
     def _sendStream(self, sid: int, limit: int, frames: int = -1) -> int:
@@ -327,7 +418,9 @@ class FastH2Connection(_http2.H2Connection):  # type: ignore[misc]
         super().resumeProducing()
         self._scheduleSend()
 
-    def connectionLost(self, reason: Any, _cancelTimeouts: bool = True) -> None:
+    def connectionLost(
+        self, reason: Failure = connectionDone, _cancelTimeouts: bool = True
+    ) -> None:
         call = self._sendCall
         if call is not None:
             self._sendCall = None
@@ -368,11 +461,88 @@ def _takeFrame(queue: deque[Any], room: int) -> tuple[bytes, int]:
     return b"".join(parts), size
 
 
+#: Bytes allowed in a header name after its first byte (RFC 9113 §8.2.1): visible ASCII
+#: except upper case and the colon.
+_NAME_BYTES = bytes(c for c in range(0x21, 0x7F) if not 0x41 <= c <= 0x5A and c != 0x3A)
+_PLAIN_PSEUDO = frozenset((b":method", b":scheme", b":authority", b":path"))
+_CONNECTION_HEADERS = h2.utilities.CONNECTION_HEADERS
+#: Response header names that h2's normalisation treats specially (never-indexed or
+#: rejected): left to h2.
+_SPECIAL_RESPONSE = frozenset((b"te", b"cookie", b"authorization", b"proxy-authorization"))
+
+
+def _plainRequestHeaders(headers: list[tuple[bytes, bytes]]) -> bool:
+    """True if ``h2.utilities.validate_headers`` would accept this request block as is.
+
+    One pass over the block instead of h2's chain of seven generators. It vouches only for
+    the everyday shape (the four usual pseudo-headers first, no CONNECT, no ``te``); a
+    False sends the block to h2's validator, which decides. The same rules: names of
+    visible lower-case ASCII without a colon after the first byte, values without NUL/CR/LF
+    or surrounding blanks, no connection-specific fields, pseudo-headers first, known and
+    unique, ``:method``/``:scheme``/a non-empty ``:path``, ``:authority`` or one ``host``
+    and equal if both (RFC 9113 §8.2, §8.3).
+    """
+    seen: set[bytes] = set()
+    regular = False
+    method = path = authority = host = None
+    for name, value in headers:
+        if name[:1] == b":":
+            if regular or name in seen or name not in _PLAIN_PSEUDO:
+                return False
+            seen.add(name)
+            if name == b":method":
+                method = value
+            elif name == b":path":
+                path = value
+            elif name == b":authority":
+                authority = value
+        else:
+            regular = True
+            if not name or name.translate(None, _NAME_BYTES) or name in _CONNECTION_HEADERS:
+                return False
+            if name == b"te":
+                return False
+            if name == b"host":
+                if host is not None:
+                    return False
+                host = value
+        if value and (
+            b"\r" in value
+            or b"\n" in value
+            or b"\x00" in value
+            or value[0] in (0x20, 0x09)
+            or value[-1] in (0x20, 0x09)
+        ):
+            return False
+    if method is None or method == b"CONNECT" or not path or b":scheme" not in seen:
+        return False
+    if authority is None:
+        return host is not None
+    return host is None or host == authority
+
+
+def _responseHeaderBlock(code: bytes, headers: list[tuple[bytes, bytes]]) -> list[Any] | None:
+    """The response block exactly as h2's outbound normalisation and validation would
+    make it (names lower-cased and stripped, values stripped, connection-specific fields
+    dropped, RFC 9113 §8.2.2), or None for a block with a name h2 treats specially, which
+    then goes through h2's own pipeline."""
+    block: list[Any] = [(b":status", code)]
+    for name, value in headers:
+        name = name.lower().strip()
+        if name in _CONNECTION_HEADERS:
+            continue
+        if name[:1] == b":" or name in _SPECIAL_RESPONSE:
+            return None
+        block.append((name, value.strip()))
+    return block
+
+
 def configure_http2(max_streams: int) -> None:
     """Serve HTTP/2 with :class:`FastH2Connection`, advertising ``max_streams`` streams
     (0: the default 100) on every new connection of this process."""
     streams = max_streams or DEFAULT_MAX_STREAMS
-    connection = type(
-        "ApiserverH2Connection", (FastH2Connection,), {"maxConcurrentStreams": streams}
-    )
-    http.H2Connection = connection  # type: ignore[misc]
+
+    class ApiserverH2Connection(FastH2Connection):
+        maxConcurrentStreams = streams
+
+    http.H2Connection = ApiserverH2Connection  # type: ignore[misc]

@@ -14,8 +14,12 @@ from typing import Any
 
 import h2.config
 import h2.connection
+import h2.errors
 import h2.events
+import h2.exceptions
 import h2.settings
+import h2.utilities
+import hpack
 import pytest
 from hyperframe.frame import DataFrame, Frame, HeadersFrame
 from hypothesis import given, settings
@@ -334,6 +338,9 @@ def test_connection_window_shared_by_streams() -> None:
     ids = [peer.request(b"/big/100000") for _ in range(5)]
     peer.flush()
     assert sum(len(peer.answers[s].body) for s in ids if s in peer.answers) == WINDOW
+    # Without priorities from the client, the scarce window goes round the streams one
+    # frame each (what Twisted's tree does for equal siblings).
+    assert [len(peer.answers[s].body) for s in ids[:4]] == [16384, 16384, 16384, 16383]
     for _ in range(20):
         peer.client.increment_flow_control_window(WINDOW)
         peer.flush()
@@ -364,6 +371,33 @@ def test_priority_decides_who_gets_a_scarce_connection_window() -> None:
         peer.client.increment_flow_control_window(WINDOW)
         peer.flush()
     assert bytes(peer.answers[second].body) == body_of(150000)
+
+
+def test_priority_frame_mid_connection_takes_over_scheduling() -> None:
+    peer = Peer(
+        client_settings={h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 1 << 20},
+        auto_ack=False,
+    )
+    first = peer.request(b"/big/200000")
+    second = peer.request(b"/big/200000")
+    peer.flush()
+    assert len(peer.answers[first].body) == 32768
+    assert len(peer.answers[second].body) == 32767
+    assert not peer.server._treeInUse
+    # The second now depends on the first: the next window all goes to the first.
+    peer.client.prioritize(second, depends_on=first)
+    peer.client.increment_flow_control_window(WINDOW)
+    peer.flush()
+    assert peer.server._treeInUse
+    assert len(peer.answers[first].body) == 32768 + WINDOW
+    assert len(peer.answers[second].body) == 32767
+    for _ in range(6):
+        peer.client.increment_flow_control_window(WINDOW)
+        peer.flush()
+    for sid in (first, second):
+        assert bytes(peer.answers[sid].body) == body_of(200000)
+    assert peer.server_state_empty()
+    assert list(peer.server.priority._streams) == [0]
 
 
 def test_initial_window_setting_change_releases_blocked_streams() -> None:
@@ -652,3 +686,202 @@ def test_take_frame_joins_and_splits() -> None:
     assert fast._takeFrame(queue, 4) == (b"xxxx", 4)
     assert fast._takeFrame(queue, 4) == (b"xx", 2)
     assert not queue
+
+
+# -- header blocks: the one-pass checks against h2's own validation ----------------------
+
+_NAMES = st.sampled_from(
+    [
+        b":method",
+        b":scheme",
+        b":authority",
+        b":path",
+        b":status",
+        b":protocol",
+        b":bogus",
+        b"host",
+        b"accept",
+        b"user-agent",
+        b"te",
+        b"connection",
+        b"keep-alive",
+        b"cookie",
+        b"Accept",
+        b"x-a:b",
+        b"x y",
+        b"",
+        b"x-\xff",
+        b"content-length",
+    ]
+)
+_VALUES = st.sampled_from(
+    [
+        *(b"GET", b"CONNECT", b"https", b"/", b"", b"localhost", b"other", b" pad", b"pad\t"),
+        *(b"a\r\nb", b"nul\x00", b"trailers", b"gzip", b"application/json"),
+    ]
+)
+_BLOCKS = st.lists(st.tuples(_NAMES, _VALUES), max_size=9)
+
+
+def _h2_accepts(headers: list[tuple[bytes, bytes]], flags: Any) -> bool:
+    try:
+        list(h2.utilities.validate_headers(headers, flags))
+    except h2.exceptions.ProtocolError:
+        return False
+    return True
+
+
+@settings(max_examples=3000, deadline=None)
+@given(
+    pseudo=st.permutations([b":method", b":scheme", b":authority", b":path"]),
+    extra=_BLOCKS,
+    values=st.lists(_VALUES, min_size=4, max_size=4),
+)
+def test_request_check_never_accepts_what_h2_rejects(
+    pseudo: list[bytes], extra: list[tuple[bytes, bytes]], values: list[bytes]
+) -> None:
+    # Blocks near the valid shape (the usual pseudo-headers, then anything), and
+    # arbitrary ones: whenever the one-pass check says yes, h2 says yes too.
+    for block in (list(zip(pseudo, values, strict=True)) + extra, extra):
+        if fast._plainRequestHeaders(block):
+            assert _h2_accepts(block, fast._REQUEST_FLAGS), block
+
+
+def test_request_check_accepts_everyday_requests() -> None:
+    for block in [
+        [
+            (b":method", b"GET"),
+            (b":scheme", b"https"),
+            (b":authority", b"127.0.0.1:6443"),
+            (b":path", b"/apis/events.k8s.io/v1/namespaces/default/events?limit=500"),
+            (b"user-agent", b"kubectl/v1.32.0 (linux/amd64) kubernetes/abcdef"),
+            (b"accept", b"application/json;as=Table;v=v1;g=meta.k8s.io,application/json"),
+            (b"authorization", b"Bearer abc"),
+            (b"accept-encoding", b"gzip"),
+        ],
+        [
+            (b":method", b"POST"),
+            (b":path", b"/x"),
+            (b":scheme", b"https"),
+            (b"host", b"h"),
+            (b"content-length", b"3"),
+        ],
+        [
+            (b":method", b"GET"),
+            (b":scheme", b"https"),
+            (b":authority", b"h"),
+            (b":path", b"/"),
+            (b"host", b"h"),
+        ],
+    ]:
+        assert fast._plainRequestHeaders(block)
+        assert _h2_accepts(block, fast._REQUEST_FLAGS)
+
+
+def test_malformed_request_ends_the_connection_like_h2() -> None:
+    # An upper-case name (the client's own check bypassed): GOAWAY PROTOCOL_ERROR.
+    peer = Peer()
+    peer.client.config.normalize_outbound_headers = False
+    peer.client.config.validate_outbound_headers = False
+    sid = peer.client.get_next_available_stream_id()
+    peer.client.send_headers(
+        sid,
+        [
+            (b":method", b"GET"),
+            (b":scheme", b"https"),
+            (b":authority", b"h"),
+            (b":path", b"/small"),
+            (b"X-Upper", b"1"),
+        ],
+        end_stream=True,
+    )
+    peer.server.dataReceived(peer.client.data_to_send())
+    events = peer.client.receive_data(peer.transport.value())
+    (goaway,) = [e for e in events if isinstance(e, h2.events.ConnectionTerminated)]
+    assert goaway.error_code == h2.errors.ErrorCodes.PROTOCOL_ERROR
+    assert peer.transport.disconnecting
+    assert peer.server_state_empty()
+
+
+def test_unusual_but_valid_request_goes_through_h2s_check() -> None:
+    peer = Peer()
+    sid = peer.client.get_next_available_stream_id()
+    # ``te: trailers`` is valid but outside the one-pass shape.
+    peer.client.send_headers(
+        sid,
+        [
+            (b":method", b"GET"),
+            (b":scheme", b"https"),
+            (b":authority", b"h"),
+            (b":path", b"/small"),
+            (b"te", b"trailers"),
+        ],
+        end_stream=True,
+    )
+    peer.flush()
+    assert bytes(peer.answers[sid].body) == SMALL
+
+
+def _h2_response_block(code: bytes, headers: list[tuple[bytes, bytes]]) -> list[Any]:
+    flags = fast._RESPONSE_FLAGS
+    block = [(b":status", code), *headers]
+    return list(
+        h2.utilities.validate_outbound_headers(
+            h2.utilities.normalize_outbound_headers(block, flags), flags
+        )
+    )
+
+
+@settings(max_examples=2000, deadline=None)
+@given(
+    headers=st.lists(
+        st.tuples(
+            st.sampled_from(
+                [
+                    b"Content-Type",
+                    b"Content-Length",
+                    b"Date",
+                    b"Server",
+                    b" X-Pad ",
+                    b"Connection",
+                    b"Transfer-Encoding",
+                    b"Keep-Alive",
+                    b"Set-Cookie",
+                    b"Cookie",
+                    b"Authorization",
+                    b"TE",
+                    b":path",
+                    b"Audit-Id",
+                ]
+            ),
+            st.sampled_from([b"v", b" v ", b"", b"close", b"trailers", b"chunked"]),
+        ),
+        max_size=8,
+    )
+)
+def test_response_block_is_what_h2_would_send(headers: list[tuple[bytes, bytes]]) -> None:
+    block = fast._responseHeaderBlock(b"200", list(headers))
+    if block is None:
+        return
+    expected = _h2_response_block(b"200", list(headers))
+    assert [tuple(h) for h in block] == [tuple(h) for h in expected]
+    # Nothing h2 would have marked never-indexed (HPACK) slips through the fast path.
+    assert not any(isinstance(h, hpack.NeverIndexedHeaderTuple) for h in expected)
+
+
+def test_response_with_special_headers_uses_h2s_pipeline() -> None:
+    peer = Peer()
+    sid = peer.request(b"/later")
+    peer.flush()
+    (request,) = peer.routes.later
+    request.setHeader(b"Set-Cookie", b"a=b")
+    request.setHeader(b"Connection", b"close")
+    request.setHeader(b"Cookie", b"short")
+    request.write(b"ok")
+    request.finish()
+    peer.flush()
+    headers = dict(peer.answers[sid].headers)
+    assert headers[b"set-cookie"] == b"a=b"
+    assert headers[b"cookie"] == b"short"
+    assert b"connection" not in headers
+    assert bytes(peer.answers[sid].body) == b"ok"
