@@ -179,6 +179,23 @@ class EtcdServer:
         if self._process is not None and not self._paused:
             self._process.send_signal(signal.SIGSTOP)
             self._paused = True
+            self._wait_state("T")
+
+    def _wait_state(self, wanted: str, timeout: float = 2.0) -> None:
+        """Wait until the kernel reports etcd in ``wanted`` state (``T``: stopped), so that a
+        caller never races the signal's delivery on a loaded machine."""
+        assert self._process is not None
+        deadline = time.monotonic() + timeout
+        stat = f"/proc/{self._process.pid}/stat"
+        while time.monotonic() < deadline:
+            try:
+                with open(stat) as f:
+                    state = f.read().rsplit(")", 1)[1].split()[0]
+            except (OSError, IndexError):
+                return
+            if state == wanted:
+                return
+            time.sleep(0.01)
 
     def resume(self) -> None:
         """Thaw a paused etcd (SIGCONT)."""
