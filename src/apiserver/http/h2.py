@@ -61,6 +61,9 @@ DEFAULT_MAX_STREAMS = 100
 #: (the rest follows on the next turn), so that one huge response cannot hold the reactor.
 MAX_BATCH = 1 << 20
 
+#: DATA bytes after which a pass takes h2's output buffer aside (see ``_drain``).
+_DRAIN_AT = 1 << 16
+
 _END = _http2._END_STREAM_SENTINEL
 
 _REQUEST_FLAGS = h2.utilities.HeaderValidationFlags(
@@ -88,6 +91,10 @@ class FastH2Connection(_http2.H2Connection):
         self._inDataReceived = False
         self._sending = False
         self._sendAgain = False
+        # Frames taken out of h2's buffer during a pass (see _drain), and the DATA bytes
+        # generated since the last time.
+        self._out: list[bytes] = []
+        self._undrained = 0
         super().__init__(reactor)
         conn = self.conn
         # Header blocks are checked here instead (same rules, one pass; see
@@ -332,7 +339,15 @@ class FastH2Connection(_http2.H2Connection):
                     more = self._sendReady()
                 if not self._stillProducing:
                     return
-                if not self._tryToWriteControlData():
+                out = self._out
+                if out:
+                    # Not blocked when the pass began, and nothing was written since.
+                    out.append(self.conn.data_to_send())
+                    data = b"".join(out)
+                    out.clear()
+                    self._undrained = 0
+                    self.transport.write(data)
+                elif not self._tryToWriteControlData():
                     return
                 if not self._sendAgain or more:
                     break
@@ -400,6 +415,9 @@ class FastH2Connection(_http2.H2Connection):
                 queue.popleft()
             if size or end:
                 conn.send_data(sid, frame, end_stream=end)
+                self._undrained += size
+                if self._undrained >= _DRAIN_AT:
+                    self._drain()
             self._queuedBytes[sid] -= size
             sent += size
             frames -= 1
@@ -410,6 +428,12 @@ class FastH2Connection(_http2.H2Connection):
             # Drained, or waiting for a WINDOW_UPDATE: off the schedule until then.
             self._markIdle(sid)
         return sent
+
+    def _drain(self) -> None:
+        """Move h2's output buffer aside: it is a bytearray grown frame by frame, which
+        costs more than the frames themselves once it holds hundreds of kilobytes."""
+        self._out.append(self.conn.data_to_send())
+        self._undrained = 0
 
     # -- flow control of the transport and connection loss ----------------------------
 
