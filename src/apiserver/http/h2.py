@@ -1,5 +1,5 @@
 """Our HTTP/2 server connection: twisted.web's, with the advertised stream limit and a fast
-send path.
+path for sending and for header blocks.
 
 ``--http2-max-streams-per-connection`` is the MAX_CONCURRENT_STREAMS we advertise;
 kube-apiserver advertises 100 when the flag is 0 (spec/auth-audit-tls.md §10), which is also
@@ -7,13 +7,13 @@ the h2 library's default. twisted.web offers no setting for it: its protocol swi
 ``twisted.web.http.H2Connection`` by name, so :func:`configure_http2` installs a subclass
 there. One server runs per process, so a process-wide setting is what the flag means here.
 
-The subclass also replaces Twisted's data-sending loop, which caps HTTP/2 at about a third
-of HTTP/1.1's request rate: it sends one DATA frame per reactor turn (a ``callLater(0)``
-per frame, and spins while a window is exhausted), sums a stream's whole send queue on
-every write to know its remaining window, sends the empty END_STREAM frame as a frame of
-its own, and asks the priority tree for the next stream on every frame, which walks every
-blocked stream of the connection (100 idle watches make each frame cost 100 heap
-operations). Here instead:
+The subclass also replaces the parts of Twisted's ``twisted.web._http2.H2Connection`` that
+hold HTTP/2 to about a third of HTTP/1.1's request rate. Twisted sends one DATA frame per
+reactor turn (a ``callLater(0)`` per frame, spinning while a window is exhausted), sums a
+stream's whole send queue on every write to know its remaining window, sends END_STREAM as
+an empty frame of its own, and asks the priority tree for the next stream on every frame,
+which walks every blocked stream of the connection (100 idle watches: 100 heap operations a
+frame). Here instead:
 
 - each stream keeps a running count of the bytes it has queued, so the window left to a
   producer is one subtraction;
@@ -24,32 +24,43 @@ operations). Here instead:
 - the pass runs once at the end of ``dataReceived`` (so a response rendered synchronously
   leaves as HEADERS+DATA+END_STREAM in the same write as the other answers of that read)
   and otherwise once per reactor turn in which something was queued;
-- the priority tree (weights, dependencies, exclusivity as the client signals them) decides
-  the order only when streams compete for a scarce resource: the connection window or the
-  per-pass budget. When everything ready fits, every ready stream is sent in full, in the
-  order it became ready, and the tree is not consulted;
+- the priority tree (weights, dependencies, exclusivity as the client signals them, RFC 7540
+  §5.3) decides the order only when streams compete for a scarce resource, the connection
+  window or the per-pass budget, and only once the client has sent priority information;
+  until then contention is served round-robin, one frame a stream, which is what the tree
+  does for equal siblings. Without contention every ready stream is sent in full;
 - a stream whose window is exhausted leaves the schedule until a WINDOW_UPDATE (or a
   SETTINGS change of the initial window) opens it again, instead of being polled.
+
+Header blocks: h2 validates every received block through a chain of seven generators and
+normalises every sent one through five more. Request blocks of the everyday shape are
+checked here in one pass against the same rules (:func:`_plainRequestHeaders`); any other
+block goes through h2's own validator, and a malformed one ends the connection with
+PROTOCOL_ERROR as before. Response blocks are normalised in one pass to what h2 would send
+(:func:`_responseHeaderBlock`). HPACK literals are not Huffman-coded (:class:`_LiteralEncoder`)
+and ``Audit-Id``, new on every response, stays out of the dynamic table.
 
 Everything else is Twisted's: producers are paused when a stream's window minus its queued
 bytes reaches zero and resumed on WINDOW_UPDATE (streaming watches), RST_STREAM and its
 Rapid-Reset limit, GOAWAY, timeouts, the cap on buffered control frames while the transport
 has paused us, and connection loss. The Go server kube-apiserver runs on
-(golang.org/x/net/http2 ``server.go`` with its write scheduler) likewise writes every frame
-flow control allows and flushes them together.
+(golang.org/x/net/http2 ``server.go``) likewise writes the frames flow control allows and
+flushes them together.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections import deque
 from typing import Any
 
-import h2.errors
 import h2.events
 import h2.exceptions
 import h2.utilities
+import hpack
 import priority
 from h2.settings import SettingCodes, Settings
+from twisted.internet.defer import Deferred
 from twisted.internet.error import ConnectionLost
 from twisted.internet.protocol import connectionDone
 from twisted.python.failure import Failure
@@ -80,6 +91,8 @@ class FastH2Connection(_http2.H2Connection):
     """
 
     maxConcurrentStreams: int = DEFAULT_MAX_STREAMS
+    #: Set by twisted.web's protocol switcher, like ``site`` and ``factory``.
+    requestFactory: Any
 
     def __init__(self, reactor: Any = None) -> None:
         # Set before the base constructor, which schedules a first send pass.
@@ -95,13 +108,16 @@ class FastH2Connection(_http2.H2Connection):
         # generated since the last time.
         self._out: list[bytes] = []
         self._undrained = 0
+        # Cleanup Deferreds of streams a pass ended, fired once their frames are written.
+        self._finished: list[tuple[Deferred[int], int]] = []
         super().__init__(reactor)
         conn = self.conn
         # Header blocks are checked here instead (same rules, one pass; see
-        # _requestHeadersValid and _responseHeaderBlock).
+        # _plainRequestHeaders and _responseHeaderBlock).
         conn.config.validate_inbound_headers = False
         conn.config.validate_outbound_headers = False
         conn.config.normalize_outbound_headers = False
+        conn.encoder = _LiteralEncoder()
         if self.maxConcurrentStreams != DEFAULT_MAX_STREAMS:
             conn.local_settings = Settings(
                 client=False,
@@ -142,8 +158,12 @@ class FastH2Connection(_http2.H2Connection):
                     if not self._stillProducing:
                         # GOAWAY received or sent (Rapid Reset): the rest is moot.
                         break
-        finally:
+        except BaseException:
+            # What the handled events queued still goes out, on the next turn.
             self._inDataReceived = False
+            self._scheduleSend()
+            raise
+        self._inDataReceived = False
         self._sendPrioritisedData()
 
     def _connectionTerminated(self, event: Any) -> None:
@@ -165,29 +185,24 @@ class FastH2Connection(_http2.H2Connection):
         """Twisted's, once the header block passed validation; the stream enters the
         priority tree only if the client uses priorities."""
         headers = event.headers
-        if not _plainRequestHeaders(headers) and not self._headersValid(
-            headers, _REQUEST_FLAGS
-        ):
+        if not _plainRequestHeaders(headers) and not self._headersValid(headers, _REQUEST_FLAGS):
             return
         sid = event.stream_id
         self.streams[sid] = _http2.H2Stream(
             sid, self, headers, self.requestFactory, self.site, self.factory
         )
+        self._streamCleanupCallbacks[sid] = Deferred()
         self._outboundStreamQueues[sid] = deque()
         self._queuedBytes[sid] = 0
         if self._treeInUse:
             self._addToTree(sid)
 
     def _addToTree(self, sid: int) -> None:
-        try:
+        # A PRIORITY frame may have put it there first (Twisted's case too).
+        with contextlib.suppress(priority.DuplicateStreamError):
             self.priority.insert_stream(sid)
-        except priority.DuplicateStreamError:
-            # A PRIORITY frame came first and put it there (Twisted's case too).
-            if sid not in self._ready:
-                self.priority.block(sid)
-        else:
-            if sid not in self._ready:
-                self.priority.block(sid)
+        if sid not in self._ready:
+            self.priority.block(sid)
 
     def _handlePriorityUpdate(self, event: Any) -> None:
         """Twisted's, after moving the open streams into the tree the first time."""
@@ -279,19 +294,30 @@ class FastH2Connection(_http2.H2Connection):
         self._markReady(streamID)
         self._scheduleSend()
 
+    def openStreamWindow(self, streamID: int, increment: int) -> None:
+        """Acknowledge request body bytes; a WINDOW_UPDATE, if h2 emits one, leaves with the
+        pass's write instead of a write of its own."""
+        self.conn.acknowledge_received_data(increment, streamID)
+        self._scheduleSend()
+
     def remainingOutboundWindow(self, streamID: int) -> int:
         """The stream's window minus what is queued for it, from the running count."""
         return int(self.conn.local_flow_control_window(streamID)) - self._queuedBytes[streamID]
 
     def _requestDone(self, streamID: int) -> None:
-        """Forget the stream (Twisted's, without its per-stream cleanup Deferred, which
-        nothing outside Twisted's own tests reads)."""
+        """Forget the stream (Twisted's, plus our own state)."""
         del self._outboundStreamQueues[streamID]
         del self._queuedBytes[streamID]
         self._ready.pop(streamID, None)
         if self._treeInUse:
             self.priority.remove_stream(streamID)
         del self.streams[streamID]
+        done = self._streamCleanupCallbacks.pop(streamID)
+        if self._sending:
+            # Twisted fires it after the stream's last frame went to the transport.
+            self._finished.append((done, streamID))
+        else:
+            done.callback(streamID)
 
     def _markReady(self, streamID: int) -> None:
         if streamID not in self._ready:
@@ -346,6 +372,7 @@ class FastH2Connection(_http2.H2Connection):
                     data = b"".join(out)
                     out.clear()
                     self._undrained = 0
+                    assert self.transport is not None
                     self.transport.write(data)
                 elif not self._tryToWriteControlData():
                     return
@@ -353,6 +380,10 @@ class FastH2Connection(_http2.H2Connection):
                     break
         finally:
             self._sending = False
+            finished = self._finished
+            while finished:
+                done, sid = finished.pop(0)
+                done.callback(sid)
         if more:
             self._scheduleSend()
 
@@ -489,10 +520,19 @@ def _takeFrame(queue: deque[Any], room: int) -> tuple[bytes, int]:
 #: except upper case and the colon.
 _NAME_BYTES = bytes(c for c in range(0x21, 0x7F) if not 0x41 <= c <= 0x5A and c != 0x3A)
 _PLAIN_PSEUDO = frozenset((b":method", b":scheme", b":authority", b":path"))
+_BLANKS = frozenset((0x20, 0x09))
+#: Regular header names already found valid (a name's validity does not depend on
+#: anything else), so that each is checked once; bounded, as clients choose them.
+_GOOD_NAMES: set[bytes] = set()
+_GOOD_NAMES_MAX = 512
 _CONNECTION_HEADERS = h2.utilities.CONNECTION_HEADERS
 #: Response header names that h2's normalisation treats specially (never-indexed or
 #: rejected): left to h2.
 _SPECIAL_RESPONSE = frozenset((b"te", b"cookie", b"authorization", b"proxy-authorization"))
+#: Response fields whose value is new on every response (kube-apiserver's ``Audit-Id``):
+#: sent as literals that stay out of the HPACK dynamic table (RFC 7541 §6.2.3), which they
+#: would otherwise churn, evicting the recurring fields that then go out as literals too.
+_UNIQUE_RESPONSE = frozenset((b"audit-id",))
 
 
 def _plainRequestHeaders(headers: list[tuple[bytes, bytes]]) -> bool:
@@ -509,9 +549,12 @@ def _plainRequestHeaders(headers: list[tuple[bytes, bytes]]) -> bool:
     seen: set[bytes] = set()
     regular = False
     method = path = authority = host = None
+    good = _GOOD_NAMES
     for name, value in headers:
-        if name[:1] == b":":
-            if regular or name in seen or name not in _PLAIN_PSEUDO:
+        if name in good:
+            regular = True
+        elif name in _PLAIN_PSEUDO:
+            if regular or name in seen:
                 return False
             seen.add(name)
             if name == b":method":
@@ -520,22 +563,25 @@ def _plainRequestHeaders(headers: list[tuple[bytes, bytes]]) -> bool:
                 path = value
             elif name == b":authority":
                 authority = value
-        else:
+        elif name == b"host":
+            if host is not None:
+                return False
+            host = value
             regular = True
-            if not name or name.translate(None, _NAME_BYTES) or name in _CONNECTION_HEADERS:
+        else:
+            if (
+                not name
+                or name[0] == 0x3A
+                or name.translate(None, _NAME_BYTES)
+                or name in _CONNECTION_HEADERS
+                or name == b"te"
+            ):
                 return False
-            if name == b"te":
-                return False
-            if name == b"host":
-                if host is not None:
-                    return False
-                host = value
+            regular = True
+            if len(good) < _GOOD_NAMES_MAX:
+                good.add(name)
         if value and (
-            b"\r" in value
-            or b"\n" in value
-            or b"\x00" in value
-            or value[0] in (0x20, 0x09)
-            or value[-1] in (0x20, 0x09)
+            13 in value or 10 in value or 0 in value or value[0] in _BLANKS or value[-1] in _BLANKS
         ):
             return False
     if method is None or method == b"CONNECT" or not path or b":scheme" not in seen:
@@ -546,10 +592,11 @@ def _plainRequestHeaders(headers: list[tuple[bytes, bytes]]) -> bool:
 
 
 def _responseHeaderBlock(code: bytes, headers: list[tuple[bytes, bytes]]) -> list[Any] | None:
-    """The response block exactly as h2's outbound normalisation and validation would
-    make it (names lower-cased and stripped, values stripped, connection-specific fields
-    dropped, RFC 9113 §8.2.2), or None for a block with a name h2 treats specially, which
-    then goes through h2's own pipeline."""
+    """The response block as h2's outbound normalisation and validation would make it
+    (names lower-cased and stripped, values stripped, connection-specific fields dropped,
+    RFC 9113 §8.2.2), with the fields of :data:`_UNIQUE_RESPONSE` kept out of the HPACK
+    table; or None for a block with a name h2 treats specially, which then goes through
+    h2's own pipeline."""
     block: list[Any] = [(b":status", code)]
     for name, value in headers:
         name = name.lower().strip()
@@ -557,8 +604,21 @@ def _responseHeaderBlock(code: bytes, headers: list[tuple[bytes, bytes]]) -> lis
             continue
         if name[:1] == b":" or name in _SPECIAL_RESPONSE:
             return None
-        block.append((name, value.strip()))
+        if name in _UNIQUE_RESPONSE:
+            block.append(hpack.NeverIndexedHeaderTuple(name, value.strip()))
+        else:
+            block.append((name, value.strip()))
     return block
+
+
+class _LiteralEncoder(hpack.Encoder):
+    """HPACK without Huffman coding of literal strings (RFC 7541 §5.2 leaves the choice to
+    the encoder). hpack's Huffman coder is a Python loop over every byte, the costliest
+    part of encoding a response header block, and literals are rare once the dynamic table
+    holds the recurring fields; a block grows by a few bytes."""
+
+    def encode(self, headers: Any, huffman: bool = True) -> bytes:
+        return bytes(super().encode(headers, huffman=False))
 
 
 def configure_http2(max_streams: int) -> None:

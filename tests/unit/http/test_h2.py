@@ -21,7 +21,7 @@ import h2.settings
 import h2.utilities
 import hpack
 import pytest
-from hyperframe.frame import DataFrame, Frame, HeadersFrame
+from hyperframe.frame import DataFrame, Frame, HeadersFrame, WindowUpdateFrame
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from twisted.internet.error import ConnectionDone
@@ -146,6 +146,7 @@ class Peer:
         connection: type[FastH2Connection] = FastH2Connection,
         client_settings: dict[int, int] | None = None,
         auto_ack: bool = True,
+        handshake: bool = True,
     ) -> None:
         self.clock = Clock()
         self.routes = Routes()
@@ -166,7 +167,8 @@ class Peer:
         self.frames: list[Frame] = []
         self.events: list[h2.events.Event] = []
         self.server.makeConnection(self.transport)
-        self.flush()
+        if handshake:
+            self.flush()
 
     # -- plumbing
 
@@ -663,13 +665,31 @@ def test_configure_http2_installs_the_class_and_advertises_max_streams(
     assert issubclass(cls, FastH2Connection)  # type: ignore[arg-type]
     peer = Peer(connection=cls)  # type: ignore[arg-type]
     assert peer.client.remote_settings.max_concurrent_streams == advertised
-    # And the server enforces it: one stream too many is refused.
-    peer.client.remote_settings  # noqa: B018 - settled above
-    if advertised < 100:
-        ids = [peer.request(b"/later") for _ in range(advertised)]
-        peer.flush()
-        assert len(peer.routes.later) == advertised
-        assert all(sid in peer.server.streams for sid in ids)
+    ids = [peer.request(b"/later") for _ in range(advertised)]
+    peer.flush()
+    assert len(peer.routes.later) == advertised
+    assert all(sid in peer.server.streams for sid in ids)
+
+
+@pytest.mark.usefixtures("restore_h2_class")
+def test_streams_beyond_the_advertised_limit_are_refused() -> None:
+    configure_http2(3)
+    # A client that opens its streams before it has read our SETTINGS.
+    peer = Peer(connection=http.H2Connection, handshake=False)  # type: ignore[arg-type]
+    for _ in range(3):
+        peer.request(b"/later")
+    peer.server.dataReceived(peer.client.data_to_send())
+    assert len(peer.routes.later) == 3
+    peer.request(b"/later")
+    peer.server.dataReceived(peer.client.data_to_send())
+    events = peer.client.receive_data(peer.transport.value())
+    (goaway,) = [e for e in events if isinstance(e, h2.events.ConnectionTerminated)]
+    # h2 treats it as a connection error (Twisted's behaviour, unchanged).
+    assert goaway.error_code == h2.errors.ErrorCodes.PROTOCOL_ERROR
+    assert peer.transport.disconnecting
+    assert len(peer.routes.later) == 3
+    assert len(peer.routes.finished) == 3
+    assert peer.server_state_empty()
 
 
 def test_take_frame_joins_and_splits() -> None:
@@ -865,8 +885,11 @@ def test_response_block_is_what_h2_would_send(headers: list[tuple[bytes, bytes]]
         return
     expected = _h2_response_block(b"200", list(headers))
     assert [tuple(h) for h in block] == [tuple(h) for h in expected]
-    # Nothing h2 would have marked never-indexed (HPACK) slips through the fast path.
+    # Nothing h2 would have marked never-indexed (HPACK) slips through the fast path; the
+    # per-response Audit-Id stays out of the dynamic table.
     assert not any(isinstance(h, hpack.NeverIndexedHeaderTuple) for h in expected)
+    for h in block:
+        assert isinstance(h, hpack.NeverIndexedHeaderTuple) == (h[0] == b"audit-id")
 
 
 def test_response_with_special_headers_uses_h2s_pipeline() -> None:
@@ -885,3 +908,33 @@ def test_response_with_special_headers_uses_h2s_pipeline() -> None:
     assert headers[b"cookie"] == b"short"
     assert b"connection" not in headers
     assert bytes(peer.answers[sid].body) == b"ok"
+
+
+def test_audit_id_stays_out_of_the_hpack_table() -> None:
+    peer = Peer()
+    ids = [peer.request(b"/later") for _ in range(3)]
+    peer.flush()
+    for n, request in enumerate(peer.routes.later):
+        request.setHeader(b"Audit-Id", b"0000000%d-aaaa-bbbb-cccc-dddddddddddd" % n)
+        request.setHeader(b"Cache-Control", b"no-cache, private")
+        request.finish()
+    peer.flush()
+    for n, sid in enumerate(ids):
+        assert dict(peer.answers[sid].headers)[b"audit-id"].startswith(b"0000000%d" % n)
+    table = [name for name, _ in peer.client.decoder.header_table.dynamic_entries]
+    assert b"cache-control" in table
+    assert b"audit-id" not in table
+
+
+def test_late_window_update_for_a_finished_stream_is_ignored() -> None:
+    peer = Peer()
+    sid = peer.request(b"/small")
+    peer.flush()
+    assert peer.answers[sid].ended
+    late = WindowUpdateFrame(sid)
+    late.window_increment = 1000
+    peer.server.dataReceived(late.serialize())
+    again = peer.request(b"/small")
+    peer.flush()
+    assert not peer.transport.disconnecting
+    assert bytes(peer.answers[again].body) == SMALL
