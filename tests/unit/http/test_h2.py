@@ -1,0 +1,940 @@
+"""apiserver.http.h2: our HTTP/2 connection, driven by the h2 library as a client.
+
+The server side is :class:`FastH2Connection` on a memory transport with a fake clock; the
+client is an ``h2.connection.H2Connection(client_side=True)`` whose frames are fed straight
+into ``dataReceived``. The tests check what a peer can observe (frames, flow control,
+resets, settings) and what a resource can (producer pause/resume, lost connections).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import h2.config
+import h2.connection
+import h2.errors
+import h2.events
+import h2.exceptions
+import h2.settings
+import h2.utilities
+import hpack
+import pytest
+from hyperframe.frame import DataFrame, Frame, HeadersFrame, WindowUpdateFrame
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from twisted.internet.error import ConnectionDone
+from twisted.internet.interfaces import IPushProducer
+from twisted.internet.task import Clock
+from twisted.internet.testing import StringTransport
+from twisted.python.failure import Failure
+from twisted.web import http, resource, server
+from zope.interface import implementer
+
+from apiserver.http import h2 as fast
+from apiserver.http.h2 import MAX_BATCH, FastH2Connection, configure_http2
+
+SMALL = b'{"kind":"Status","status":"Success"}'
+WINDOW = 65535
+
+
+class CountingTransport(StringTransport):
+    """A memory transport that counts ``write`` calls (the batching is the point)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes = 0
+
+    def write(self, data: bytes) -> None:
+        self.writes += 1
+        super().write(data)
+
+
+@implementer(IPushProducer)
+class Streamer:
+    """A streaming response (like a watch): writes when told, records pause/resume."""
+
+    def __init__(self, request: Any) -> None:
+        self.request = request
+        self.paused = False
+        self.pauses = 0
+        self.resumes = 0
+        self.stopped = False
+        self.lost: list[Failure] = []
+        request.notifyFinish().addErrback(self.lost.append)
+        request.registerProducer(self, True)
+        request.write(b"")  # the headers, as a watch sends them at once
+
+    def pauseProducing(self) -> None:
+        self.paused = True
+        self.pauses += 1
+
+    def resumeProducing(self) -> None:
+        self.paused = False
+        self.resumes += 1
+
+    def stopProducing(self) -> None:
+        self.stopped = True
+
+    def finish(self) -> None:
+        self.request.unregisterProducer()
+        self.request.finish()
+
+
+class Routes(resource.Resource):
+    """``/small``, ``/big/<n>`` (n bytes), ``/later`` (finished by the test), ``/stream``."""
+
+    isLeaf = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.later: list[Any] = []
+        self.streams: list[Streamer] = []
+        self.finished: list[Any] = []
+
+    def render(self, request: Any) -> Any:
+        request.setHeader(b"content-type", b"application/json")
+        path = request.path
+        if path == b"/small":
+            return SMALL
+        if path.startswith(b"/big/"):
+            return body_of(int(path[5:]))
+        if path == b"/later":
+            self.later.append(request)
+            request.notifyFinish().addBoth(self.finished.append)
+            return server.NOT_DONE_YET
+        if path == b"/stream":
+            self.streams.append(Streamer(request))
+            return server.NOT_DONE_YET
+        if path == b"/echo":
+            return request.content.read()
+        request.setResponseCode(404)
+        return b"no"
+
+
+def body_of(size: int) -> bytes:
+    """A body whose every offset is recognisable, so any reordering shows."""
+    unit = b"0123456789abcdefghijklmnopqrstuvwxyz"
+    return (unit * (size // len(unit) + 1))[:size]
+
+
+class QuietSite(server.Site):
+    def log(self, request: Any) -> None:
+        return None
+
+
+@dataclass
+class Answer:
+    """What the client saw on one stream."""
+
+    headers: list[tuple[bytes, bytes]] = field(default_factory=list)
+    body: bytearray = field(default_factory=bytearray)
+    ended: bool = False
+    reset: int | None = None
+
+    @property
+    def status(self) -> bytes:
+        return dict(self.headers)[b":status"]
+
+
+class Peer:
+    """The h2 library as client, wired to a FastH2Connection on a memory transport."""
+
+    def __init__(
+        self,
+        connection: type[FastH2Connection] = FastH2Connection,
+        client_settings: dict[int, int] | None = None,
+        auto_ack: bool = True,
+        handshake: bool = True,
+    ) -> None:
+        self.clock = Clock()
+        self.routes = Routes()
+        self.site = QuietSite(self.routes)
+        self.server = connection(reactor=self.clock)
+        self.server.requestFactory = self.site.requestFactory
+        self.server.site = self.site
+        self.server.factory = self.site
+        self.transport = CountingTransport()
+        self.client = h2.connection.H2Connection(
+            h2.config.H2Configuration(client_side=True, header_encoding=None)
+        )
+        self.client.initiate_connection()
+        if client_settings:
+            self.client.update_settings(client_settings)
+        self.auto_ack = auto_ack
+        self.answers: dict[int, Answer] = {}
+        self.frames: list[Frame] = []
+        self.events: list[h2.events.Event] = []
+        self.server.makeConnection(self.transport)
+        if handshake:
+            self.flush()
+
+    # -- plumbing
+
+    def flush(self) -> None:
+        """Run the reactor turn, exchange bytes both ways until nothing moves."""
+        for _ in range(1000):
+            self.clock.advance(0)
+            moved = False
+            out = self.client.data_to_send()
+            if out:
+                self.server.dataReceived(out)
+                moved = True
+            self.clock.advance(0)
+            data = self.transport.value()
+            if data:
+                self.transport.clear()
+                self.receive(data)
+                moved = True
+            if not moved:
+                return
+        raise AssertionError("the exchange did not settle")
+
+    def receive(self, data: bytes) -> None:
+        self.frames.extend(parse_frames(data))
+        for event in self.client.receive_data(data):
+            self.events.append(event)
+            sid = getattr(event, "stream_id", 0)
+            if isinstance(event, h2.events.ResponseReceived):
+                self.answers.setdefault(sid, Answer()).headers = list(event.headers)
+            elif isinstance(event, h2.events.DataReceived):
+                self.answers[sid].body += event.data
+                if self.auto_ack:
+                    self.client.acknowledge_received_data(event.flow_controlled_length, sid)
+            elif isinstance(event, h2.events.StreamEnded):
+                self.answers[sid].ended = True
+            elif isinstance(event, h2.events.StreamReset):
+                self.answers.setdefault(sid, Answer()).reset = event.error_code
+
+    def request(
+        self,
+        path: bytes,
+        method: bytes = b"GET",
+        body: bytes = b"",
+        **priority: Any,
+    ) -> int:
+        sid: int = self.client.get_next_available_stream_id()
+        headers = [
+            (b":method", method),
+            (b":scheme", b"https"),
+            (b":authority", b"localhost"),
+            (b":path", path),
+        ]
+        self.client.send_headers(sid, headers, end_stream=not body, **priority)
+        if body:
+            self.client.send_data(sid, body, end_stream=True)
+        return sid
+
+    def ack(self, sid: int, size: int) -> None:
+        """Open the stream's and the connection's window by ``size`` (WINDOW_UPDATEs)."""
+        if sid in self.client.streams and not self.client.streams[sid].closed:
+            self.client.increment_flow_control_window(size, stream_id=sid)
+        self.client.increment_flow_control_window(size)
+
+    def data_frames(self, sid: int) -> list[DataFrame]:
+        return [f for f in self.frames if isinstance(f, DataFrame) and f.stream_id == sid]
+
+    def server_state_empty(self) -> bool:
+        s = self.server
+        return not (s.streams or s._outboundStreamQueues or s._queuedBytes or s._ready)
+
+
+def turn(clock: Clock) -> None:
+    """One reactor iteration: the calls due now, not those they schedule (unlike
+    ``Clock.advance``, which runs those too)."""
+    due = [c for c in clock.getDelayedCalls() if c.getTime() <= clock.seconds()]
+    for call in due:
+        clock.calls.remove(call)
+        call.called = True
+        call.func(*call.args, **call.kw)
+
+
+def parse_frames(data: bytes) -> list[Frame]:
+    """Split server bytes into frames (the preface's SETTINGS included)."""
+    frames: list[Frame] = []
+    view = memoryview(data)
+    while view:
+        frame, length = Frame.parse_frame_header(view[:9])
+        frame.parse_body(view[9 : 9 + length])
+        frames.append(frame)
+        view = view[9 + length :]
+    return frames
+
+
+# ---------------------------------------------------------------------------------------
+
+
+def test_small_responses_leave_in_one_write_with_end_stream_on_the_data_frame() -> None:
+    peer = Peer()
+    writes = peer.transport.writes
+    ids = [peer.request(b"/small") for _ in range(20)]
+    peer.server.dataReceived(peer.client.data_to_send())
+    # All twenty answers (and the SETTINGS ack) leave in a single transport write.
+    assert peer.transport.writes == writes + 1
+    peer.receive(peer.transport.value())
+    peer.transport.clear()
+    for sid in ids:
+        answer = peer.answers[sid]
+        assert answer.status == b"200"
+        assert bytes(answer.body) == SMALL
+        assert answer.ended
+        frames = [f for f in peer.frames if f.stream_id == sid]
+        # HEADERS, then one DATA frame carrying END_STREAM: no empty closing frame.
+        assert [type(f) for f in frames] == [HeadersFrame, DataFrame]
+        assert "END_STREAM" in frames[1].flags
+    peer.flush()
+    assert peer.server_state_empty()
+
+
+def test_many_concurrent_streams_over_several_reads() -> None:
+    peer = Peer()
+    ids = []
+    for round_ in range(5):
+        for _ in range(30):
+            ids.append(peer.request(b"/small"))
+        if round_ % 2:
+            ids.append(peer.request(b"/big/40000"))
+        peer.flush()
+    assert len(ids) == 152
+    for sid in ids:
+        answer = peer.answers[sid]
+        assert answer.ended, sid
+        expected = body_of(40000) if len(answer.body) > len(SMALL) else SMALL
+        assert bytes(answer.body) == expected
+    assert peer.server_state_empty()
+
+
+def test_large_body_waits_for_window_update_then_finishes() -> None:
+    peer = Peer(auto_ack=False)
+    size = 200_000
+    sid = peer.request(b"/big/%d" % size)
+    peer.flush()
+    answer = peer.answers[sid]
+    # Exactly the initial window went out, in frames of at most the default 16 KiB.
+    assert len(answer.body) == WINDOW
+    assert not answer.ended
+    assert all(len(f.data) <= 16384 for f in peer.data_frames(sid))
+    assert peer.server._queuedBytes[sid] == size - WINDOW
+    assert peer.server.remainingOutboundWindow(sid) == -(size - WINDOW)
+    # Blocked streams are off the schedule: no timer spins while waiting.
+    assert peer.clock.getDelayedCalls() == []
+    peer.ack(sid, 50_000)
+    peer.flush()
+    assert len(answer.body) == WINDOW + 50_000
+    peer.auto_ack = True
+    peer.ack(sid, size)
+    peer.flush()
+    assert answer.ended
+    assert bytes(answer.body) == body_of(size)
+    assert peer.server_state_empty()
+
+
+def test_connection_window_shared_by_streams() -> None:
+    # Streams may take 1 MiB each, the connection only its 65,535: they finish as the
+    # client opens the connection window, whatever the order.
+    peer = Peer(
+        client_settings={h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 1 << 20},
+        auto_ack=False,
+    )
+    ids = [peer.request(b"/big/100000") for _ in range(5)]
+    peer.flush()
+    assert sum(len(peer.answers[s].body) for s in ids if s in peer.answers) == WINDOW
+    # Without priorities from the client, the scarce window goes round the streams one
+    # frame each (what Twisted's tree does for equal siblings).
+    assert [len(peer.answers[s].body) for s in ids[:4]] == [16384, 16384, 16384, 16383]
+    for _ in range(20):
+        peer.client.increment_flow_control_window(WINDOW)
+        peer.flush()
+    for sid in ids:
+        assert peer.answers[sid].ended
+        assert bytes(peer.answers[sid].body) == body_of(100000)
+    assert peer.server_state_empty()
+
+
+def test_priority_decides_who_gets_a_scarce_connection_window() -> None:
+    # Stream 3 depends on stream 1: while both compete for the connection window, all of
+    # it goes to stream 1 (RFC 7540 §5.3, Twisted's priority tree).
+    peer = Peer(
+        client_settings={h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 1 << 20},
+        auto_ack=False,
+    )
+    first = peer.request(b"/big/150000")
+    second = peer.request(b"/big/150000", priority_depends_on=first, priority_weight=16)
+    peer.flush()
+    assert len(peer.answers[first].body) == WINDOW
+    assert second not in peer.answers or not peer.answers[second].body
+    peer.client.increment_flow_control_window(2 * WINDOW)
+    peer.flush()
+    assert len(peer.answers[first].body) == 150000
+    assert peer.answers[first].ended
+    assert len(peer.answers[second].body) == 3 * WINDOW - 150000
+    for _ in range(5):
+        peer.client.increment_flow_control_window(WINDOW)
+        peer.flush()
+    assert bytes(peer.answers[second].body) == body_of(150000)
+
+
+def test_priority_frame_mid_connection_takes_over_scheduling() -> None:
+    peer = Peer(
+        client_settings={h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 1 << 20},
+        auto_ack=False,
+    )
+    first = peer.request(b"/big/200000")
+    second = peer.request(b"/big/200000")
+    peer.flush()
+    assert len(peer.answers[first].body) == 32768
+    assert len(peer.answers[second].body) == 32767
+    assert not peer.server._treeInUse
+    # The second now depends on the first: the next window all goes to the first.
+    peer.client.prioritize(second, depends_on=first)
+    peer.client.increment_flow_control_window(WINDOW)
+    peer.flush()
+    assert peer.server._treeInUse
+    assert len(peer.answers[first].body) == 32768 + WINDOW
+    assert len(peer.answers[second].body) == 32767
+    for _ in range(6):
+        peer.client.increment_flow_control_window(WINDOW)
+        peer.flush()
+    for sid in (first, second):
+        assert bytes(peer.answers[sid].body) == body_of(200000)
+    assert peer.server_state_empty()
+    assert list(peer.server.priority._streams) == [0]
+
+
+def test_initial_window_setting_change_releases_blocked_streams() -> None:
+    peer = Peer(auto_ack=False)
+    sid = peer.request(b"/big/100000")
+    peer.flush()
+    assert len(peer.answers[sid].body) == WINDOW
+    # A bigger SETTINGS_INITIAL_WINDOW_SIZE opens the stream's window (not the
+    # connection's, which a connection WINDOW_UPDATE opens).
+    peer.client.update_settings({h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 1 << 20})
+    peer.client.increment_flow_control_window(1 << 20)
+    peer.flush()
+    assert peer.answers[sid].ended
+    assert bytes(peer.answers[sid].body) == body_of(100000)
+
+
+def test_async_response_is_sent_on_the_next_reactor_turn_in_one_write() -> None:
+    peer = Peer()
+    ids = [peer.request(b"/later") for _ in range(3)]
+    peer.flush()
+    assert len(peer.routes.later) == 3
+    writes = peer.transport.writes
+    for request in peer.routes.later:
+        request.write(b"part one, ")
+        request.write(b"part two")
+        request.finish()
+    assert peer.transport.value() == b""  # nothing until the reactor turns
+    peer.clock.advance(0)
+    assert peer.transport.writes == writes + 1
+    peer.flush()
+    for sid in ids:
+        assert bytes(peer.answers[sid].body) == b"part one, part two"
+        assert peer.answers[sid].ended
+        # The two writes were joined into one frame that also ends the stream.
+        assert len(peer.data_frames(sid)) == 1
+
+
+def test_streaming_response_pauses_on_exhausted_window_and_resumes() -> None:
+    peer = Peer(auto_ack=False)
+    sid = peer.request(b"/stream")
+    peer.flush()
+    (streamer,) = peer.routes.streams
+    assert peer.answers[sid].status == b"200"
+    # Many small chunks in one turn: joined into frames of up to 16 KiB.
+    for i in range(100):
+        streamer.request.write(b"event %04d\n" % i)
+    peer.flush()
+    assert len(peer.answers[sid].body) == 1100
+    assert len(peer.data_frames(sid)) == 1
+    assert not streamer.paused
+    # Write until the peer's window is used up: the producer is paused then.
+    chunk = b"x" * 1000
+    written = 1100
+    while not streamer.paused:
+        streamer.request.write(chunk)
+        written += len(chunk)
+    assert written >= WINDOW
+    assert streamer.pauses == 1
+    peer.flush()
+    assert len(peer.answers[sid].body) == WINDOW
+    # A small update that does not cover the queue: still paused.
+    peer.ack(sid, 10)
+    peer.flush()
+    assert streamer.paused
+    assert len(peer.answers[sid].body) == WINDOW + 10
+    # Enough window: resumed, and everything queued goes out.
+    peer.ack(sid, 100_000)
+    peer.flush()
+    assert not streamer.paused
+    assert streamer.resumes == 1
+    assert len(peer.answers[sid].body) == written
+    # Long-lived: more single events, each sent on the next turn.
+    for i in range(10):
+        streamer.request.write(b"late %d\n" % i)
+        peer.clock.advance(0)
+        assert peer.transport.value().endswith(b"late %d\n" % i)
+        peer.flush()
+    streamer.finish()
+    peer.flush()
+    assert peer.answers[sid].ended
+    assert peer.server_state_empty()
+
+
+def test_client_reset_stops_the_stream_only() -> None:
+    peer = Peer(auto_ack=False)
+    big = peer.request(b"/big/300000")
+    waiting = peer.request(b"/later")
+    stream = peer.request(b"/stream")
+    peer.flush()
+    assert len(peer.answers[big].body) == WINDOW
+    (streamer,) = peer.routes.streams
+    peer.client.reset_stream(big)
+    peer.client.reset_stream(waiting)
+    peer.client.reset_stream(stream)
+    peer.flush()
+    assert big not in peer.server.streams
+    assert peer.server_state_empty()
+    # The request still being worked on learns it lost its client.
+    assert len(peer.routes.finished) == 1
+    assert isinstance(peer.routes.finished[0], Failure)
+    assert len(streamer.lost) == 1
+    # A late write to the reset stream is dropped; the connection carries on.
+    peer.routes.later[0].write(b"too late")
+    peer.clock.advance(0)
+    peer.auto_ack = True
+    peer.ack(big, WINDOW)
+    again = peer.request(b"/small")
+    peer.flush()
+    assert bytes(peer.answers[again].body) == SMALL
+    assert peer.server_state_empty()
+
+
+def test_server_abort_sends_rst_stream() -> None:
+    peer = Peer()
+    sid = peer.request(b"/stream")
+    peer.flush()
+    (streamer,) = peer.routes.streams
+    streamer.request.write(b"partial")
+    streamer.request.channel.abortConnection()  # H2Stream: RST_STREAM for this stream
+    peer.flush()
+    assert peer.answers[sid].reset is not None
+    assert peer.server_state_empty()
+
+
+def test_goaway_from_client_fails_open_streams_and_closes() -> None:
+    peer = Peer()
+    peer.request(b"/later")
+    peer.request(b"/stream")
+    peer.flush()
+    peer.client.close_connection()
+    peer.server.dataReceived(peer.client.data_to_send())
+    assert peer.transport.disconnecting
+    assert len(peer.routes.finished) == 1
+    assert isinstance(peer.routes.finished[0], Failure)
+    assert len(peer.routes.streams[0].lost) == 1
+    assert peer.server_state_empty()
+    assert peer.clock.getDelayedCalls() == []
+
+
+def test_connection_lost_with_data_queued() -> None:
+    peer = Peer(auto_ack=False)
+    peer.request(b"/big/300000")
+    peer.request(b"/later")
+    peer.flush()
+    peer.routes.later[0].write(b"queued")  # schedules a send pass
+    assert peer.clock.getDelayedCalls()
+    peer.server.connectionLost(Failure(ConnectionDone()))
+    assert peer.clock.getDelayedCalls() == []
+    assert len(peer.routes.finished) == 1
+    assert peer.server_state_empty()
+    peer.clock.advance(0)  # nothing left to run
+
+
+def test_transport_backpressure_holds_data_until_resumed() -> None:
+    peer = Peer()
+    sid = peer.request(b"/big/50000")
+    peer.server.pauseProducing()  # the transport's buffer is full
+    peer.server.dataReceived(peer.client.data_to_send())
+    peer.clock.advance(0)
+    sent = parse_frames(peer.transport.value())
+    assert not [f for f in sent if isinstance(f, DataFrame)]
+    peer.server.resumeProducing()
+    peer.flush()
+    assert bytes(peer.answers[sid].body) == body_of(50000)
+    assert peer.answers[sid].ended
+
+
+def test_request_body_is_received() -> None:
+    peer = Peer()
+    payload = body_of(100_000)
+    sid = peer.client.get_next_available_stream_id()
+    peer.client.send_headers(
+        sid,
+        [
+            (b":method", b"POST"),
+            (b":scheme", b"https"),
+            (b":authority", b"localhost"),
+            (b":path", b"/echo"),
+            (b"content-length", b"%d" % len(payload)),
+        ],
+    )
+    sent = 0
+    while sent < len(payload):
+        room = min(peer.client.local_flow_control_window(sid), 16384, len(payload) - sent)
+        if room:
+            peer.client.send_data(sid, payload[sent : sent + room], end_stream=False)
+            sent += room
+        if sent == len(payload):
+            peer.client.end_stream(sid)
+        peer.flush()
+    assert bytes(peer.answers[sid].body) == payload
+
+
+def test_batch_budget_yields_to_the_reactor() -> None:
+    size = 3 * MAX_BATCH
+    peer = Peer(
+        client_settings={h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: (1 << 31) - 1},
+        auto_ack=False,
+    )
+    peer.client.increment_flow_control_window((1 << 31) - 1 - WINDOW)
+    sid = peer.request(b"/big/%d" % size)
+    peer.server.dataReceived(peer.client.data_to_send())
+    peer.receive(peer.transport.value())
+    peer.transport.clear()
+    assert len(peer.answers[sid].body) == MAX_BATCH
+    # The rest follows, one budget per reactor turn.
+    turn(peer.clock)
+    peer.receive(peer.transport.value())
+    peer.transport.clear()
+    assert len(peer.answers[sid].body) == 2 * MAX_BATCH
+    peer.flush()
+    assert bytes(peer.answers[sid].body) == body_of(size)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    chunks=st.lists(st.integers(min_value=0, max_value=40_000), min_size=1, max_size=12),
+    acks=st.lists(st.integers(min_value=1, max_value=50_000), min_size=1, max_size=8),
+    frame_size=st.sampled_from([16384, 20000, 1 << 20]),
+)
+def test_any_chunking_and_window_pattern_delivers_the_exact_body(
+    chunks: list[int], acks: list[int], frame_size: int
+) -> None:
+    peer = Peer(
+        client_settings={h2.settings.SettingCodes.MAX_FRAME_SIZE: frame_size},
+        auto_ack=False,
+    )
+    sid = peer.request(b"/stream")
+    peer.flush()
+    (streamer,) = peer.routes.streams
+    expected = bytearray()
+    for i, size in enumerate(chunks):
+        data = bytes([65 + i % 26]) * size
+        streamer.request.write(data)
+        expected += data
+        if i % 3 == 0:
+            peer.flush()
+    streamer.finish()
+    for ack in acks:
+        peer.ack(sid, ack)
+        peer.flush()
+    peer.ack(sid, len(expected) + 1)
+    peer.flush()
+    answer = peer.answers[sid]
+    assert answer.ended
+    assert bytes(answer.body) == bytes(expected)
+    assert all(len(f.data) <= frame_size for f in peer.data_frames(sid))
+    assert peer.server_state_empty()
+
+
+@pytest.fixture
+def restore_h2_class(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(http, "H2Connection", http.H2Connection)
+
+
+@pytest.mark.parametrize(("flag", "advertised"), [(0, 100), (250, 250), (7, 7)])
+@pytest.mark.usefixtures("restore_h2_class")
+def test_configure_http2_installs_the_class_and_advertises_max_streams(
+    flag: int, advertised: int
+) -> None:
+    configure_http2(flag)
+    cls: Callable[..., Any] = http.H2Connection
+    assert issubclass(cls, FastH2Connection)  # type: ignore[arg-type]
+    peer = Peer(connection=cls)  # type: ignore[arg-type]
+    assert peer.client.remote_settings.max_concurrent_streams == advertised
+    ids = [peer.request(b"/later") for _ in range(advertised)]
+    peer.flush()
+    assert len(peer.routes.later) == advertised
+    assert all(sid in peer.server.streams for sid in ids)
+
+
+@pytest.mark.usefixtures("restore_h2_class")
+def test_streams_beyond_the_advertised_limit_are_refused() -> None:
+    configure_http2(3)
+    # A client that opens its streams before it has read our SETTINGS.
+    peer = Peer(connection=http.H2Connection, handshake=False)  # type: ignore[arg-type]
+    for _ in range(3):
+        peer.request(b"/later")
+    peer.server.dataReceived(peer.client.data_to_send())
+    assert len(peer.routes.later) == 3
+    peer.request(b"/later")
+    peer.server.dataReceived(peer.client.data_to_send())
+    events = peer.client.receive_data(peer.transport.value())
+    (goaway,) = [e for e in events if isinstance(e, h2.events.ConnectionTerminated)]
+    # h2 treats it as a connection error (Twisted's behaviour, unchanged).
+    assert goaway.error_code == h2.errors.ErrorCodes.PROTOCOL_ERROR
+    assert peer.transport.disconnecting
+    assert len(peer.routes.later) == 3
+    assert len(peer.routes.finished) == 3
+    assert peer.server_state_empty()
+
+
+def test_take_frame_joins_and_splits() -> None:
+    from collections import deque
+
+    end = fast._END
+    queue: deque[Any] = deque([b"ab", b"cd", b"efgh", end])
+    assert fast._takeFrame(queue, 5) == (b"abcde", 5)
+    assert list(queue) == [memoryview(b"fgh"), end] or bytes(queue[0]) == b"fgh"
+    assert fast._takeFrame(queue, 5) == (b"fgh", 3)
+    assert list(queue) == [end]
+    queue = deque([b"x" * 10])
+    assert fast._takeFrame(queue, 4) == (b"xxxx", 4)
+    assert fast._takeFrame(queue, 4) == (b"xxxx", 4)
+    assert fast._takeFrame(queue, 4) == (b"xx", 2)
+    assert not queue
+
+
+# -- header blocks: the one-pass checks against h2's own validation ----------------------
+
+_NAMES = st.sampled_from(
+    [
+        b":method",
+        b":scheme",
+        b":authority",
+        b":path",
+        b":status",
+        b":protocol",
+        b":bogus",
+        b"host",
+        b"accept",
+        b"user-agent",
+        b"te",
+        b"connection",
+        b"keep-alive",
+        b"cookie",
+        b"Accept",
+        b"x-a:b",
+        b"x y",
+        b"",
+        b"x-\xff",
+        b"content-length",
+    ]
+)
+_VALUES = st.sampled_from(
+    [
+        *(b"GET", b"CONNECT", b"https", b"/", b"", b"localhost", b"other", b" pad", b"pad\t"),
+        *(b"a\r\nb", b"nul\x00", b"trailers", b"gzip", b"application/json"),
+    ]
+)
+_BLOCKS = st.lists(st.tuples(_NAMES, _VALUES), max_size=9)
+
+
+def _h2_accepts(headers: list[tuple[bytes, bytes]], flags: Any) -> bool:
+    try:
+        list(h2.utilities.validate_headers(headers, flags))
+    except h2.exceptions.ProtocolError:
+        return False
+    return True
+
+
+@settings(max_examples=3000, deadline=None)
+@given(
+    pseudo=st.permutations([b":method", b":scheme", b":authority", b":path"]),
+    extra=_BLOCKS,
+    values=st.lists(_VALUES, min_size=4, max_size=4),
+)
+def test_request_check_never_accepts_what_h2_rejects(
+    pseudo: list[bytes], extra: list[tuple[bytes, bytes]], values: list[bytes]
+) -> None:
+    # Blocks near the valid shape (the usual pseudo-headers, then anything), and
+    # arbitrary ones: whenever the one-pass check says yes, h2 says yes too.
+    for block in (list(zip(pseudo, values, strict=True)) + extra, extra):
+        if fast._plainRequestHeaders(block):
+            assert _h2_accepts(block, fast._REQUEST_FLAGS), block
+
+
+def test_request_check_accepts_everyday_requests() -> None:
+    for block in [
+        [
+            (b":method", b"GET"),
+            (b":scheme", b"https"),
+            (b":authority", b"127.0.0.1:6443"),
+            (b":path", b"/apis/events.k8s.io/v1/namespaces/default/events?limit=500"),
+            (b"user-agent", b"kubectl/v1.32.0 (linux/amd64) kubernetes/abcdef"),
+            (b"accept", b"application/json;as=Table;v=v1;g=meta.k8s.io,application/json"),
+            (b"authorization", b"Bearer abc"),
+            (b"accept-encoding", b"gzip"),
+        ],
+        [
+            (b":method", b"POST"),
+            (b":path", b"/x"),
+            (b":scheme", b"https"),
+            (b"host", b"h"),
+            (b"content-length", b"3"),
+        ],
+        [
+            (b":method", b"GET"),
+            (b":scheme", b"https"),
+            (b":authority", b"h"),
+            (b":path", b"/"),
+            (b"host", b"h"),
+        ],
+    ]:
+        assert fast._plainRequestHeaders(block)
+        assert _h2_accepts(block, fast._REQUEST_FLAGS)
+
+
+def test_malformed_request_ends_the_connection_like_h2() -> None:
+    # An upper-case name (the client's own check bypassed): GOAWAY PROTOCOL_ERROR.
+    peer = Peer()
+    peer.client.config.normalize_outbound_headers = False
+    peer.client.config.validate_outbound_headers = False
+    sid = peer.client.get_next_available_stream_id()
+    peer.client.send_headers(
+        sid,
+        [
+            (b":method", b"GET"),
+            (b":scheme", b"https"),
+            (b":authority", b"h"),
+            (b":path", b"/small"),
+            (b"X-Upper", b"1"),
+        ],
+        end_stream=True,
+    )
+    peer.server.dataReceived(peer.client.data_to_send())
+    events = peer.client.receive_data(peer.transport.value())
+    (goaway,) = [e for e in events if isinstance(e, h2.events.ConnectionTerminated)]
+    assert goaway.error_code == h2.errors.ErrorCodes.PROTOCOL_ERROR
+    assert peer.transport.disconnecting
+    assert peer.server_state_empty()
+
+
+def test_unusual_but_valid_request_goes_through_h2s_check() -> None:
+    peer = Peer()
+    sid = peer.client.get_next_available_stream_id()
+    # ``te: trailers`` is valid but outside the one-pass shape.
+    peer.client.send_headers(
+        sid,
+        [
+            (b":method", b"GET"),
+            (b":scheme", b"https"),
+            (b":authority", b"h"),
+            (b":path", b"/small"),
+            (b"te", b"trailers"),
+        ],
+        end_stream=True,
+    )
+    peer.flush()
+    assert bytes(peer.answers[sid].body) == SMALL
+
+
+def _h2_response_block(code: bytes, headers: list[tuple[bytes, bytes]]) -> list[Any]:
+    flags = fast._RESPONSE_FLAGS
+    block = [(b":status", code), *headers]
+    return list(
+        h2.utilities.validate_outbound_headers(
+            h2.utilities.normalize_outbound_headers(block, flags), flags
+        )
+    )
+
+
+@settings(max_examples=2000, deadline=None)
+@given(
+    headers=st.lists(
+        st.tuples(
+            st.sampled_from(
+                [
+                    b"Content-Type",
+                    b"Content-Length",
+                    b"Date",
+                    b"Server",
+                    b" X-Pad ",
+                    b"Connection",
+                    b"Transfer-Encoding",
+                    b"Keep-Alive",
+                    b"Set-Cookie",
+                    b"Cookie",
+                    b"Authorization",
+                    b"TE",
+                    b":path",
+                    b"Audit-Id",
+                ]
+            ),
+            st.sampled_from([b"v", b" v ", b"", b"close", b"trailers", b"chunked"]),
+        ),
+        max_size=8,
+    )
+)
+def test_response_block_is_what_h2_would_send(headers: list[tuple[bytes, bytes]]) -> None:
+    block = fast._responseHeaderBlock(b"200", list(headers))
+    if block is None:
+        return
+    expected = _h2_response_block(b"200", list(headers))
+    assert [tuple(h) for h in block] == [tuple(h) for h in expected]
+    # Nothing h2 would have marked never-indexed (HPACK) slips through the fast path; the
+    # per-response Audit-Id stays out of the dynamic table.
+    assert not any(isinstance(h, hpack.NeverIndexedHeaderTuple) for h in expected)
+    for h in block:
+        assert isinstance(h, hpack.NeverIndexedHeaderTuple) == (h[0] == b"audit-id")
+
+
+def test_response_with_special_headers_uses_h2s_pipeline() -> None:
+    peer = Peer()
+    sid = peer.request(b"/later")
+    peer.flush()
+    (request,) = peer.routes.later
+    request.setHeader(b"Set-Cookie", b"a=b")
+    request.setHeader(b"Connection", b"close")
+    request.setHeader(b"Cookie", b"short")
+    request.write(b"ok")
+    request.finish()
+    peer.flush()
+    headers = dict(peer.answers[sid].headers)
+    assert headers[b"set-cookie"] == b"a=b"
+    assert headers[b"cookie"] == b"short"
+    assert b"connection" not in headers
+    assert bytes(peer.answers[sid].body) == b"ok"
+
+
+def test_audit_id_stays_out_of_the_hpack_table() -> None:
+    peer = Peer()
+    ids = [peer.request(b"/later") for _ in range(3)]
+    peer.flush()
+    for n, request in enumerate(peer.routes.later):
+        request.setHeader(b"Audit-Id", b"0000000%d-aaaa-bbbb-cccc-dddddddddddd" % n)
+        request.setHeader(b"Cache-Control", b"no-cache, private")
+        request.finish()
+    peer.flush()
+    for n, sid in enumerate(ids):
+        assert dict(peer.answers[sid].headers)[b"audit-id"].startswith(b"0000000%d" % n)
+    table = [name for name, _ in peer.client.decoder.header_table.dynamic_entries]
+    assert b"cache-control" in table
+    assert b"audit-id" not in table
+
+
+def test_late_window_update_for_a_finished_stream_is_ignored() -> None:
+    peer = Peer()
+    sid = peer.request(b"/small")
+    peer.flush()
+    assert peer.answers[sid].ended
+    late = WindowUpdateFrame(sid)
+    late.window_increment = 1000
+    peer.server.dataReceived(late.serialize())
+    again = peer.request(b"/small")
+    peer.flush()
+    assert not peer.transport.disconnecting
+    assert bytes(peer.answers[again].body) == SMALL
