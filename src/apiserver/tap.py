@@ -18,6 +18,7 @@ Options = ApiserverOptions
 def makeService(options: ApiserverOptions) -> IService:
     from twisted.internet import reactor
 
+    from apiserver.gctune import tune_gc
     from apiserver.logs import configure_logging
     from apiserver.server import Server
 
@@ -30,4 +31,5 @@ def makeService(options: ApiserverOptions) -> IService:
         sys.stderr.write(f"Error: {error}\n")
         raise SystemExit(1) from None
     reactor.callWhenRunning(server.start)
+    reactor.callWhenRunning(tune_gc)
     return server.root

@@ -938,3 +938,23 @@ def test_late_window_update_for_a_finished_stream_is_ignored() -> None:
     peer.flush()
     assert not peer.transport.disconnecting
     assert bytes(peer.answers[again].body) == SMALL
+
+
+def test_the_short_frame_repr_is_hyperframes_text() -> None:
+    """quiet_frame_repr keeps the text of every payload size, from its first bytes only."""
+    import binascii
+
+    from apiserver.http.h2 import _short_data_repr
+
+    def original(data: bytes | None) -> str:
+        if not data:
+            return "None"
+        r = binascii.hexlify(data).decode("ascii")
+        if len(r) > 20:
+            r = r[:20] + "..."
+        return "<hex:" + r + ">"
+
+    for size in (0, 1, 9, 10, 11, 12, 100, 16384):
+        data = bytes(range(256)) * (size // 256 + 1)
+        assert _short_data_repr(data[:size]) == original(data[:size])
+    assert _short_data_repr(None) == original(None)

@@ -34,6 +34,7 @@ from apiserver.apimachinery.labels import LabelSelector
 from apiserver.apimachinery.managedfields import update_managed_fields
 from apiserver.apimachinery.names import generate_name
 from apiserver.http.app import STREAMING, RequestInfo
+from apiserver.http.coalesce import WriteCoalescer
 from apiserver.http.response import Response
 from apiserver.registry import codec
 from apiserver.registry.store import Obj, Registry, metadata
@@ -147,6 +148,8 @@ class EventsAPI:
         self.rng = rng or random.Random()
         self.list_cached = list_cached
         self.encoded = EncodedEvents()
+        #: Watch output leaves in one write per stream and reactor turn (http/coalesce.py).
+        self.coalescer = WriteCoalescer(clock)
 
     # --- dispatch ------------------------------------------------------------------------
 
@@ -763,6 +766,7 @@ class EventsAPI:
             to_v1=to_v1,
             lifecycle=self.lifecycle,
             encoded=self.encoded,
+            coalescer=self.coalescer,
         )
         await stream.start()
         return STREAMING

@@ -20,6 +20,7 @@ from twisted.python.failure import Failure
 from apiserver.api.events import convert
 from apiserver.api.events.encoding import EncodedEvents
 from apiserver.api.events.tables import partial_object, table_for
+from apiserver.http.coalesce import WriteCoalescer
 from apiserver.http.status import status_body
 from apiserver.registry.store import Obj, Registry, metadata
 from apiserver.storage.interface import CompactedError, Watch, WatchEvent
@@ -80,6 +81,7 @@ class WatchStream:
         to_v1: Callable[..., Obj],
         lifecycle: Any = None,
         encoded: EncodedEvents | None = None,
+        coalescer: WriteCoalescer | None = None,
     ) -> None:
         self.request = request
         self.registry = registry
@@ -100,6 +102,9 @@ class WatchStream:
         self.timer: IDelayedCall | None = None
         self.ended = False
         self._columns_sent = False
+        #: Output waiting for the coalescer's next run (None: nothing waiting).
+        self._pending: list[bytes] | None = None
+        self.coalescer = coalescer
 
     async def start(self) -> None:
         initial: list[Obj] = []
@@ -196,8 +201,25 @@ class WatchStream:
     def _write_bytes(self, line: bytes) -> None:
         if self.ended:
             return
+        if self.coalescer is None:
+            self._emit(line)
+            return
+        pending = self._pending
+        if pending is None:
+            self._pending = [line]
+            self.coalescer.mark(self)
+        else:
+            pending.append(line)
+
+    def flush(self) -> None:
+        """Write what is waiting in one piece (called by the coalescer, and before ending)."""
+        pending, self._pending = self._pending, None
+        if pending and not self.ended:
+            self._emit(pending[0] if len(pending) == 1 else b"".join(pending))
+
+    def _emit(self, data: bytes) -> None:
         try:
-            self.request.write(line)
+            self.request.write(data)
         except Exception:
             log.failure("writing a watch event failed")
             self.end()
@@ -219,13 +241,7 @@ class WatchStream:
         self._write({"type": "BOOKMARK", "object": body})
 
     def _write(self, event: dict[str, Any]) -> None:
-        if self.ended:
-            return
-        try:
-            self.request.write(orjson.dumps(event, option=orjson.OPT_APPEND_NEWLINE))
-        except Exception:
-            log.failure("writing a watch event failed")
-            self.end()
+        self._write_bytes(orjson.dumps(event, option=orjson.OPT_APPEND_NEWLINE))
 
     def _watch_ended(self, _: object) -> None:
         """The store or the cache ended the watch (a slow watcher, a re-list): end cleanly."""
@@ -255,6 +271,9 @@ class WatchStream:
         """Finish the chunked response (timeout, shutdown or a watch error)."""
         if self.ended:
             return
+        self.flush()
+        if self.ended:  # the flush itself failed and ended the stream
+            return
         self._stop()
         if not self.request.finished and not getattr(self.request, "_disconnected", False):
             self.request.finish()
@@ -264,6 +283,7 @@ class WatchStream:
 
     def _stop(self) -> None:
         self.ended = True
+        self._pending = None
         if self.timer is not None and self.timer.active():
             self.timer.cancel()
         if self.watch is not None:
