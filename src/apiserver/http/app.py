@@ -14,7 +14,6 @@ authorization slot in between the wait group and the handler as those features l
 from __future__ import annotations
 
 import re
-import uuid
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 from urllib.parse import unquote, unquote_to_bytes
@@ -27,6 +26,7 @@ from twisted.python.failure import Failure
 from twisted.web import http
 from twisted.web.iweb import IRequest
 
+from apiserver.apimachinery.uid import new_uuid
 from apiserver.http.response import Response
 from apiserver.http.status import not_found_status, not_found_text, status_body
 
@@ -197,7 +197,7 @@ class App:
 
         headers = request.responseHeaders
         audit_id = request.getHeader(b"audit-id")
-        headers.setRawHeaders(b"audit-id", [audit_id or str(uuid.uuid4()).encode()])
+        headers.setRawHeaders(b"audit-id", [audit_id or new_uuid().encode()])
 
         gate = self.gate
         if gate is not None:

@@ -131,6 +131,11 @@ class Metrics:
             ("endpoint",),
         )
         self._inflight = {"readOnly": 0, "mutating": 0}
+        # prometheus-client's ``labels()`` validates and locks on every call; the children
+        # are fixed per label set (their number is the metric's cardinality), so they are
+        # looked up once and kept. ``reset`` forgets them with the metrics' values.
+        self._children: dict[tuple[Any, ...], tuple[Any, Any]] = {}
+        self._inflight_children: dict[str, Any] = {}
 
     def _make(self, kind: Any, name: str, doc: str, labels: Iterable[str], **kw: Any) -> Any:
         if name in self.disabled:
@@ -140,12 +145,12 @@ class Metrics:
     # --- requests ----------------------------------------------------------------------
 
     def request_started(self, info: RequestInfo) -> None:
-        kind = "readOnly" if info.method in ("GET", "HEAD") else "mutating"
         if info.long_running:
             self.longrunning.labels(*_resource_labels(info, "WATCH")[:7]).inc()
             return
-        self._inflight[kind] += 1
-        self.inflight.labels(kind).set(self._inflight[kind])
+        kind = "readOnly" if info.method in ("GET", "HEAD") else "mutating"
+        count = self._inflight[kind] = self._inflight[kind] + 1
+        self._inflight_child(kind).set(count)
 
     def request_finished(self, info: RequestInfo, code: int, seconds: float) -> None:
         verb = request_verb(info)
@@ -154,12 +159,23 @@ class Metrics:
             self.longrunning.labels(*labels[:7]).dec()
         else:
             kind = "readOnly" if info.method in ("GET", "HEAD") else "mutating"
-            self._inflight[kind] -= 1
-            self.inflight.labels(kind).set(self._inflight[kind])
+            count = self._inflight[kind] = self._inflight[kind] - 1
+            self._inflight_child(kind).set(count)
         dry_run = "All" if b"dryRun" in info.query else ""
-        full = (labels[0], dry_run, *labels[1:])
-        self.requests.labels(*full, str(code)).inc()
-        self.durations.labels(*full).observe(seconds)
+        key = (labels, dry_run, code)
+        children = self._children.get(key)
+        if children is None:
+            full = (labels[0], dry_run, *labels[1:])
+            children = (self.requests.labels(*full, str(code)), self.durations.labels(*full))
+            self._children[key] = children
+        children[0].inc()
+        children[1].observe(seconds)
+
+    def _inflight_child(self, kind: str) -> Any:
+        child = self._inflight_children.get(kind)
+        if child is None:
+            child = self._inflight_children[kind] = self.inflight.labels(kind)
+        return child
 
     # --- serving -----------------------------------------------------------------------
 
@@ -182,6 +198,7 @@ class Metrics:
             clear = getattr(metric, "clear", None)
             if clear is not None:
                 clear()
+        self._children.clear()
 
 
 def request_verb(info: RequestInfo) -> str:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import random
-import uuid
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
@@ -33,6 +32,7 @@ from apiserver.apimachinery.fields import FieldSelector, escape_value, parse_fie
 from apiserver.apimachinery.labels import LabelSelector
 from apiserver.apimachinery.managedfields import update_managed_fields
 from apiserver.apimachinery.names import generate_name
+from apiserver.apimachinery.uid import new_uuid
 from apiserver.http.app import STREAMING, RequestInfo
 from apiserver.http.coalesce import WriteCoalescer
 from apiserver.http.response import Response
@@ -377,7 +377,7 @@ class EventsAPI:
     def _prepare_create(self, internal: Obj, manager: str) -> None:
         """Validation, then the server-set fields (uid, creationTimestamp, managedFields)."""
         meta = metadata(internal)
-        meta["uid"] = str(uuid.uuid4())
+        meta["uid"] = new_uuid()
         meta["creationTimestamp"] = _rfc3339(self.clock.seconds())
         self._validate_create(internal)
         self._track_update(None, internal, manager)
@@ -520,7 +520,7 @@ class EventsAPI:
                 for key in WIPED_ON_CREATE:
                     meta.pop(key, None)
                 meta.pop("resourceVersion", None)
-                meta["uid"] = str(uuid.uuid4())
+                meta["uid"] = new_uuid()
                 meta["creationTimestamp"] = _rfc3339(self.clock.seconds())
                 self._validate_create(new)
                 return new

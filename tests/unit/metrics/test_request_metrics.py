@@ -1,0 +1,70 @@
+"""Request metrics: counters and histograms per label set, in-flight gauges, reset."""
+
+from __future__ import annotations
+
+from prometheus_client import generate_latest
+
+from apiserver.http.app import RequestInfo
+from apiserver.metrics import Metrics
+
+
+def info(method: str, path: str, query: dict[bytes, list[bytes]] | None = None) -> RequestInfo:
+    return RequestInfo(method, path, query or {}, False, True)
+
+
+def text(metrics: Metrics) -> str:
+    return generate_latest(metrics.registry).decode()
+
+
+GET_ITEM = "/apis/events.k8s.io/v1/namespaces/default/events/a"
+LABELS = (
+    'code="200",component="apiserver",dry_run="",group="events.k8s.io",resource="events",'
+    'scope="namespace",subresource="",verb="GET",version="v1"'
+)
+
+
+def test_requests_are_counted_per_label_set_and_code() -> None:
+    metrics = Metrics()
+    for name in ("a", "b", "c"):
+        request = info("GET", GET_ITEM[:-1] + name)
+        metrics.request_started(request)
+        metrics.request_finished(request, 200, 0.01)
+    request = info("GET", GET_ITEM)
+    metrics.request_started(request)
+    metrics.request_finished(request, 404, 0.01)
+    out = text(metrics)
+    assert f"apiserver_request_total{{{LABELS}}} 3.0" in out
+    assert f"apiserver_request_total{{{LABELS.replace('200', '404')}}} 1.0" in out
+    assert 'apiserver_current_inflight_requests{request_kind="readOnly"} 0.0' in out
+
+
+def test_in_flight_gauges_follow_started_and_finished() -> None:
+    metrics = Metrics()
+    post = info("POST", "/apis/events.k8s.io/v1/namespaces/default/events")
+    metrics.request_started(post)
+    metrics.request_started(post)
+    assert 'apiserver_current_inflight_requests{request_kind="mutating"} 2.0' in text(metrics)
+    metrics.request_finished(post, 201, 0.02)
+    assert 'apiserver_current_inflight_requests{request_kind="mutating"} 1.0' in text(metrics)
+
+
+def test_counting_goes_on_after_a_reset() -> None:
+    metrics = Metrics()
+    request = info("GET", GET_ITEM)
+    metrics.request_started(request)
+    metrics.request_finished(request, 200, 0.01)
+    metrics.reset()
+    assert f"apiserver_request_total{{{LABELS}}}" not in text(metrics)
+    metrics.request_started(request)
+    metrics.request_finished(request, 200, 0.01)
+    assert f"apiserver_request_total{{{LABELS}}} 1.0" in text(metrics)
+
+
+def test_dry_run_is_a_label() -> None:
+    metrics = Metrics()
+    request = info(
+        "POST", "/apis/events.k8s.io/v1/namespaces/default/events", {b"dryRun": [b"All"]}
+    )
+    metrics.request_started(request)
+    metrics.request_finished(request, 201, 0.01)
+    assert 'dry_run="All"' in text(metrics)
