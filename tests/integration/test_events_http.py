@@ -217,6 +217,27 @@ def test_list_options_and_errors(api_server: ApiServer, ns: str) -> None:  # noq
     assert call(d, "GET", f"{BASE}/namespaces/{ns}/events")[2]["items"] == []
 
 
+def test_repeated_lists_see_every_write(api_server: ApiServer, ns: str) -> None:  # noqa: F811
+    """The same list URI answered again after writes (list bodies are reused per revision)."""
+    d = api_server.daemon
+    path = f"{BASE}/namespaces/{ns}/events?limit=50"
+    seen = []
+    for index in range(3):
+        status, _, listed = call(d, "GET", path)
+        assert status == 200
+        seen.append(([i["metadata"]["name"] for i in listed["items"]], listed["metadata"]))
+        status, _, again = call(d, "GET", path)
+        assert again == listed
+        assert call(d, "POST", f"{BASE}/namespaces/{ns}/events", body(f"r{index}", ns))[0] == 201
+    assert [names for names, _ in seen] == [[], ["r0"], ["r0", "r1"]]
+    revisions = [int(meta["resourceVersion"]) for _, meta in seen]
+    assert revisions == sorted(revisions) and len(set(revisions)) == 3
+    status, _, deleted = call(d, "DELETE", f"{BASE}/namespaces/{ns}/events/r0")
+    assert status == 200
+    status, _, listed = call(d, "GET", path)
+    assert [i["metadata"]["name"] for i in listed["items"]] == ["r1", "r2"]
+
+
 def test_output_forms(api_server: ApiServer, ns: str) -> None:  # noqa: F811
     d = api_server.daemon
     assert call(d, "POST", f"{BASE}/namespaces/{ns}/events", body("o1", ns))[0] == 201
@@ -306,6 +327,25 @@ def test_watch_initial_events_and_bookmark(api_server: ApiServer, ns: str) -> No
     conn.close()
     assert events[0]["type"] == "DELETED"
     assert events[0]["object"]["metadata"]["name"] == "w0"
+
+
+def test_a_fresh_store_lists_at_resource_version_one(start_daemon: Callable[..., Daemon]) -> None:
+    # Like kube-apiserver on a new etcd (first revision 1): an empty list is at "1", never
+    # "0", which as a resourceVersion in a request means "any version".
+    d = start_daemon()
+    path = f"{BASE}/namespaces/fresh/events"
+    status, _, listed = call(d, "GET", path)
+    assert status == 200 and listed["items"] == []
+    assert listed["metadata"]["resourceVersion"] == "1"
+    for query in ("?resourceVersion=0", "?resourceVersion=0&resourceVersionMatch=NotOlderThan"):
+        status, _, listed = call(d, "GET", path + query)
+        assert status == 200, listed
+        assert int(listed["metadata"]["resourceVersion"]) >= 1
+    status, _, created = call(d, "POST", path, body("f1", "fresh"))
+    assert status == 201 and created["metadata"]["resourceVersion"] == "2"
+    status, _, listed = call(d, "GET", path)
+    assert [i["metadata"]["name"] for i in listed["items"]] == ["f1"]
+    assert listed["metadata"]["resourceVersion"] == "2"
 
 
 def test_event_ttl_expires_events(start_daemon: Callable[..., Daemon]) -> None:

@@ -63,3 +63,40 @@ class EncodedEvents:
         return b"".join(
             (b'{"type":"', event_type.encode(), b'","object":', self.object(internal), b"}\n")
         )
+
+
+class ListBodies:
+    """Whole EventList bodies keyed by (revision, request URI), the most recent first.
+
+    Why: a list is a function of the revision it is read at and of its request (namespace,
+    selectors, limit, continue token): the same request at the same revision gives the same
+    bytes, so informers relisting, dashboards polling and kubectl repeating a ``get`` are
+    answered without touching the 500 items again. Any write moves the revision, so an entry
+    can never be served for a state it was not built from. Only plain JSON bodies are kept
+    (tables carry ages, which depend on the clock); memory is bounded in bytes, oldest
+    entries go first.
+    """
+
+    def __init__(self, max_bytes: int = 32 << 20, max_entries: int = 64) -> None:
+        self.max_bytes = max_bytes
+        self.max_entries = max_entries
+        self._bodies: dict[tuple[int, bytes], bytes] = {}
+        self._bytes = 0
+
+    def get(self, key: tuple[int, bytes]) -> bytes | None:
+        return self._bodies.get(key)
+
+    def put(self, key: tuple[int, bytes], body: bytes) -> None:
+        if len(body) > self.max_bytes // 4 or key in self._bodies:
+            return
+        bodies = self._bodies
+        while bodies and (
+            self._bytes + len(body) > self.max_bytes or len(bodies) >= self.max_entries
+        ):
+            oldest = next(iter(bodies))
+            self._bytes -= len(bodies.pop(oldest))
+        bodies[key] = body
+        self._bytes += len(body)
+
+    def __len__(self) -> int:
+        return len(self._bodies)

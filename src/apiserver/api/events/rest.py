@@ -21,7 +21,7 @@ from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
 from apiserver.api.events import convert, selection, validation
-from apiserver.api.events.encoding import EncodedEvents
+from apiserver.api.events.encoding import EncodedEvents, ListBodies
 from apiserver.api.events.schema import EVENT_V1
 from apiserver.api.events.tables import partial_object, table_for
 from apiserver.api.events.watchstream import WatchStream
@@ -148,6 +148,7 @@ class EventsAPI:
         self.rng = rng or random.Random()
         self.list_cached = list_cached
         self.encoded = EncodedEvents()
+        self.list_bodies = ListBodies()
         #: Watch output leaves in one write per stream and reactor turn (http/coalesce.py).
         self.coalescer = WriteCoalescer(clock)
 
@@ -696,16 +697,27 @@ class EventsAPI:
             )
             if page.remaining is not None:
                 list_meta["remainingItemCount"] = page.remaining
-        return self._render_list(request, info, page.items, list_meta)
+        # The same request at the same revision lists the same page: its JSON is reused.
+        key = (page.revision, bytes(request.uri))
+        return self._render_list(request, info, page.items, list_meta, key)
 
     def _render_list(
-        self, request: Any, info: RequestInfo, items: list[Obj], list_meta: dict[str, Any]
+        self,
+        request: Any,
+        info: RequestInfo,
+        items: list[Obj],
+        list_meta: dict[str, Any],
+        cache_key: tuple[int, bytes] | None = None,
     ) -> Response:
         out = self._output(request, info, is_list=True, is_watch=False)
         if out.kind == "json" and not self._pretty(request, info, out):
-            return Response(
-                200, (("Content-Type", out.media_type),), self.encoded.list_body(items, list_meta)
-            )
+            bodies = self.list_bodies
+            body = bodies.get(cache_key) if cache_key is not None else None
+            if body is None:
+                body = self.encoded.list_body(items, list_meta)
+                if cache_key is not None:
+                    bodies.put(cache_key, body)
+            return Response(200, (("Content-Type", out.media_type),), body)
         if out.kind == "table":
             body = table_for(
                 items,
