@@ -24,6 +24,7 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from apiserver.api.events.rest import BASE, GR, EventsAPI
+from apiserver.api.tokenrequest import install_token_request
 from apiserver.auth import build_auth
 from apiserver.auth.authn import install_authn_routes
 from apiserver.discovery import install_discovery, runtime_config_enables_events
@@ -299,12 +300,15 @@ class Server:
         router.add("/", index_handler(self._paths))
 
     def _install_api(self) -> None:
-        """Discovery, OpenAPI and (unless ``--runtime-config`` turns it off) the Event API."""
+        """Discovery, OpenAPI, the TokenRequest API (with a signing key and an issuer) and
+        (unless ``--runtime-config`` turns it off) the Event API."""
         config = self.config
+        self.token_request = install_token_request(self.router, config, self.store, self.reactor)
         install_discovery(
             self.router,
             groups_enabled={"events.k8s.io/v1": self.events_enabled},
             server_address=self._server_address,
+            token_request=self.token_request,
         )
         install_authn_routes(self.router, config)
         install_openapi(

@@ -109,6 +109,35 @@ async def test_revisions_increase_globally(store: Store, prefix: bytes) -> None:
 
 
 @pytest_twisted.ensureDeferred
+async def test_a_fresh_store_lists_at_revision_one_or_later(store: Store, prefix: bytes) -> None:
+    # etcd's first revision is 1, so a list never reports revision 0: kube-apiserver's
+    # resourceVersion "0" means "any version", never a revision of the store.
+    current = await store.current_revision()
+    assert current >= 1
+    empty = await store.range(prefix)
+    assert empty.kvs == () and empty.count == 0
+    assert empty.revision >= current
+    kv = await store.create(prefix + b"a", b"1")
+    assert kv.mod_revision > current >= 1
+
+
+@pytest_twisted.ensureDeferred
+async def test_revision_zero_reads_the_latest(store: Store, prefix: bytes) -> None:
+    # Revision 0 in a range is "no particular revision": the latest, as etcd's Range has it
+    # and as a list with resourceVersion "0" (any) may be served. It is neither revision 0
+    # of the history nor refused as compacted or too new.
+    empty = await store.range(prefix, revision=0)
+    assert empty.kvs == () and empty.revision >= 1
+    a = await store.create(prefix + b"a", b"1")
+    listed = await store.range(prefix, revision=0)
+    assert listed.kvs == (a,) and listed.revision >= a.mod_revision
+    await store.compact(a.mod_revision)
+    b = await store.create(prefix + b"b", b"2")
+    listed = await store.range(prefix, revision=0)
+    assert listed.kvs == (a, b) and listed.revision >= b.mod_revision
+
+
+@pytest_twisted.ensureDeferred
 async def test_create_get_and_exists(store: Store, prefix: bytes) -> None:
     key = prefix + b"k"
     kv = await store.create(key, b"value")

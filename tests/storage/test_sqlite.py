@@ -32,7 +32,7 @@ from apiserver.storage.interface import (
     UnavailableError,
     WatchEvent,
 )
-from apiserver.storage.sqlite import SCHEMA_VERSION, SchemaVersionError, SqliteStore
+from apiserver.storage.sqlite import SCHEMA_VERSION, SchemaVersionError, SqliteStore, schema
 from apiserver.storage.sqlite import store as store_module
 from apiserver.storage.sqlite.store import prefix_end
 from tests.storage.conftest import sleep
@@ -108,6 +108,82 @@ async def test_reopen_keeps_data_and_revision(db: str) -> None:
         c = await store.create(b"/r/c", b"3")
         assert c.mod_revision == rev + 1
         assert b.mod_revision < rev
+    finally:
+        await store.stop()
+
+
+def _old_store_file(db: str, keys: int = 0) -> None:
+    """A data file as servers before revision 1 wrote it: the same layout, no sequence row
+    until the first write, ``keys`` creates at revisions 1..keys."""
+    conn = sqlite3.connect(db, isolation_level=None)
+    try:
+        conn.execute("BEGIN")
+        for stmt in schema._DDL_V1:
+            conn.execute(stmt)
+        conn.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
+        conn.execute("INSERT INTO schema_version (version) VALUES (1)")
+        for rev in range(1, keys + 1):
+            name = b"/old/%d" % rev
+            conn.execute(
+                "INSERT INTO log (id, name, created, deleted, create_revision, prev_revision, "
+                "lease, value) VALUES (?, ?, 1, 0, ?, 0, 0, ?)",
+                (rev, name, rev, b"v"),
+            )
+            conn.execute(
+                "INSERT INTO current (name, id, create_revision, lease, expires) "
+                "VALUES (?, ?, ?, 0, NULL)",
+                (name, rev, rev),
+            )
+        conn.execute("COMMIT")
+    finally:
+        conn.close()
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_new_store_starts_at_revision_one_like_etcd(db: str) -> None:
+    # etcd: a new cluster reports revision 1 and its first write is revision 2.
+    store = SqliteStore(db, reactor=reactor, clock=Clock())
+    await store.start()
+    try:
+        assert await store.current_revision() == 1
+        empty = await store.range(b"/r/")
+        assert (empty.kvs, empty.revision, empty.count) == ((), 1, 0)
+        kv = await store.create(b"/r/a", b"1")
+        assert (kv.create_revision, kv.mod_revision) == (2, 2)
+        assert (await store.range(b"/r/", revision=1)).kvs == ()
+        events: list[WatchEvent] = []
+        w = store.watch(b"/r/", 1, events.append)
+        await _eventually(lambda: len(events) == 1)
+        w.cancel()
+        assert events[0].kv == kv
+    finally:
+        await store.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_an_old_empty_store_moves_to_revision_one(db: str) -> None:
+    _old_store_file(db)
+    store = SqliteStore(db, reactor=reactor, clock=Clock())
+    await store.start()
+    try:
+        assert await store.current_revision() == 1
+        assert (await store.range(b"/")).revision == 1
+        assert (await store.create(b"/r/a", b"1")).mod_revision == 2
+    finally:
+        await store.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_an_old_store_with_writes_keeps_its_numbering(db: str) -> None:
+    _old_store_file(db, keys=3)
+    store = SqliteStore(db, reactor=reactor, clock=Clock())
+    await store.start()
+    try:
+        assert await store.current_revision() == 3
+        first = await store.get(b"/old/1")
+        assert (first.create_revision, first.mod_revision, first.value) == (1, 1, b"v")
+        assert [kv.key for kv in (await store.range(b"/old/", revision=1)).kvs] == [b"/old/1"]
+        assert (await store.create(b"/r/a", b"1")).mod_revision == 4
     finally:
         await store.stop()
 
@@ -259,14 +335,14 @@ async def test_ttl_sweeper_runs_on_the_clock(opened: tuple[SqliteStore, Clock]) 
 async def test_expired_keys_are_swept_after_a_restart(db: str) -> None:
     store = SqliteStore(db, reactor=reactor, clock=Clock())
     await store.start()
-    await store.create(b"/ttl/a", b"v", ttl=5)
+    kv = await store.create(b"/ttl/a", b"v", ttl=5)
     await store.stop()
     clock = Clock()
     clock.advance(10)
     store = SqliteStore(db, reactor=reactor, clock=clock)
     await store.start()  # the sweeper runs at once
     try:
-        await _eventually(lambda: store._rev == 2)
+        await _eventually(lambda: store._rev == kv.mod_revision + 1)
         await _raises(KeyNotFoundError, store.get(b"/ttl/a"))
     finally:
         await store.stop()
@@ -278,13 +354,13 @@ async def test_periodic_compaction_goes_to_the_revision_seen_one_interval_ago(db
     store = SqliteStore(db, reactor=reactor, clock=clock, compaction_interval=60)
     await store.start()
     try:
-        kv = await store.create(b"/c/k", b"0")
+        kv = first = await store.create(b"/c/k", b"0")
         for i in range(1, 5):
             kv = await store.update(b"/c/k", b"%d" % i, kv.mod_revision)
         seen = kv.mod_revision
         clock.advance(60)  # remembers `seen`; nothing compacted yet
         await sleep(0.05)
-        await store.get(b"/c/k", revision=1)
+        await store.get(b"/c/k", revision=first.mod_revision)
         for i in range(5, 8):
             kv = await store.update(b"/c/k", b"%d" % i, kv.mod_revision)
         clock.advance(60)  # compacts to `seen`
@@ -306,6 +382,7 @@ async def test_compaction_preserves_every_later_read(
     monkeypatch.setattr(store_module, "COMPACT_STEP", 7)  # many small steps
     rng = random.Random(7)
     names = [b"/h/%d" % i for i in range(8)]
+    base = await store.current_revision()  # the writes are base + 1 .. top
     for _ in range(200):
         key = rng.choice(names)
         try:
@@ -318,10 +395,10 @@ async def test_compaction_preserves_every_later_read(
         else:
             await store.update(key, b"%d" % rng.randrange(1000), cur.mod_revision)
     top = await store.current_revision()
-    before = {rev: await store.range(b"/h/", revision=rev) for rev in range(1, top + 1)}
-    events: list[WatchEvent] = []
-    w = store.watch(b"/h/", 1, events.append)
-    await _eventually(lambda: len(events) == top)
+    before = {rev: await store.range(b"/h/", revision=rev) for rev in range(base, top + 1)}
+    events: list[WatchEvent] = []  # events[i] is the write at revision base + 1 + i
+    w = store.watch(b"/h/", base + 1, events.append)
+    await _eventually(lambda: len(events) == top - base)
     w.cancel()
     for target in (37, 38, 120, top):
         await store.compact(target)
@@ -331,8 +408,9 @@ async def test_compaction_preserves_every_later_read(
         w = store.watch(b"/h/", target, replay.append)
         await _eventually(lambda: len(replay) == top - target + 1)  # noqa: B023
         w.cancel()
-        assert replay[1:] == events[target:]  # prev_kv intact after the compacted revision
-        assert [e.kv for e in replay] == [e.kv for e in events[target - 1 :]]
+        # prev_kv intact after the compacted revision
+        assert replay[1:] == events[target - base :]
+        assert [e.kv for e in replay] == [e.kv for e in events[target - base - 1 :]]
         await _raises(CompactedError, store.range(b"/h/", revision=target - 1))
     # Compacted to the top, only the live keys' latest rows are left, plus the row at the top
     # revision and the one it replaced (a replay from the compacted revision reads both).

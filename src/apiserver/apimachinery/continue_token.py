@@ -21,7 +21,8 @@ from typing import Any
 
 import attrs
 
-from apiserver.apimachinery.errors import StatusError, bad_request, go_quote
+from apiserver.apimachinery.errors import StatusError, bad_request, go_quote_char
+from apiserver.apimachinery.strict import go_json_string
 
 API_VERSION = "meta.k8s.io/v1"
 
@@ -42,41 +43,9 @@ class ContinueTokenError(ValueError):
         return bad_request(str(self))
 
 
-# --- Go's JSON: writing ---------------------------------------------------------------------
+# --- Go's JSON: reading ---------------------------------------------------------------------
 
 _HEX = "0123456789abcdef"
-
-
-def go_json_string(value: str) -> str:
-    """A JSON string as Go's ``json.Marshal`` writes it (HTML-safe, ``\\u00XX`` lower-case)."""
-    out = ['"']
-    for ch in value:
-        code = ord(ch)
-        if ch == '"':
-            out.append('\\"')
-        elif ch == "\\":
-            out.append("\\\\")
-        elif ch == "\n":
-            out.append("\\n")
-        elif ch == "\r":
-            out.append("\\r")
-        elif ch == "\t":
-            out.append("\\t")
-        elif ch == "\b":
-            out.append("\\b")
-        elif ch == "\f":
-            out.append("\\f")
-        elif code < 0x20 or ch in "<>&" or code in (0x2028, 0x2029):
-            out.append("\\u" + "".join(_HEX[(code >> s) & 0xF] for s in (12, 8, 4, 0)))
-        elif 0xD800 <= code <= 0xDFFF:
-            out.append("\\ufffd")
-        else:
-            out.append(ch)
-    out.append('"')
-    return "".join(out)
-
-
-# --- Go's JSON: reading ---------------------------------------------------------------------
 
 
 class GoJSONSyntaxError(ValueError):
@@ -111,22 +80,13 @@ def go_decode_utf8(data: bytes) -> str:
 _EOF_MSG = "unexpected end of JSON input"
 
 
-def _quote_char(c: int) -> str:
-    """encoding/json's ``quoteChar``."""
-    if c == ord("'"):
-        return "'\\''"
-    if c == ord('"'):
-        return "'\"'"
-    return "'" + go_quote(chr(c))[1:-1] + "'"
-
-
 class _Reader:
     def __init__(self, data: bytes) -> None:
         self.data = data
         self.pos = 0
 
     def _err(self, c: int, context: str) -> GoJSONSyntaxError:
-        return GoJSONSyntaxError(f"invalid character {_quote_char(c)} {context}")
+        return GoJSONSyntaxError(f"invalid character {go_quote_char(c)} {context}")
 
     def peek(self) -> int:
         if self.pos >= len(self.data):
@@ -162,7 +122,7 @@ class _Reader:
         for expected in word[1:]:
             c = self.peek()
             if c != expected:
-                raise self._err(c, f"in literal {name} (expecting {_quote_char(expected)})")
+                raise self._err(c, f"in literal {name} (expecting {go_quote_char(expected)})")
             self.pos += 1
         return result
 

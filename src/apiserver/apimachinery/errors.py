@@ -11,7 +11,7 @@ Handlers raise :class:`StatusError`; the HTTP layer turns it into a Status body 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import attrs
@@ -54,37 +54,68 @@ class _Omit:
 OMIT: Any = _Omit()
 
 
-def go_quote(value: str) -> str:
-    """Go's ``strconv.Quote`` for valid UTF-8 text (``%q``)."""
+_SIMPLE_ESCAPES = {
+    0x07: "\\a",
+    0x08: "\\b",
+    0x0C: "\\f",
+    0x0A: "\\n",
+    0x0D: "\\r",
+    0x09: "\\t",
+    0x0B: "\\v",
+    0x5C: "\\\\",
+    0x22: '\\"',
+}
+
+
+def go_quote(value: str | bytes) -> str:
+    """Go's ``strconv.Quote`` (what ``fmt`` prints for ``%q`` of a string).
+
+    The one implementation in the tree (field errors, strict decoding, health checks, authz
+    and authn messages all use it). Printable characters stay (Python's ``str.isprintable``
+    has the same definition as Go's ``unicode.IsPrint``: letters, marks, numbers,
+    punctuation, symbols and the ASCII space), ``\\a \\b \\f \\n \\r \\t \\v \\\\ \\"``
+    get their short escapes, other characters below U+0020 and U+007F become ``\\xNN``, the
+    rest ``\\uNNNN`` / ``\\UNNNNNNNN``. Bytes that are not valid UTF-8 become ``\\xNN``
+    each, as Go does byte by byte; so does text that carries such bytes as the lone
+    surrogates U+DC80..U+DCFF of Python's ``surrogateescape``. Any other lone surrogate is
+    not a valid rune: Go prints ``\\ufffd``.
+    """
+    if isinstance(value, bytes):
+        # Each byte of an invalid sequence becomes a lone surrogate U+DC80..U+DCFF; strict
+        # UTF-8 never decodes to a surrogate, so those stand for raw bytes only.
+        value = value.decode("utf-8", "surrogateescape")
     out = ['"']
-    for ch in value:
-        code = ord(ch)
-        if ch == '"':
-            out.append('\\"')
-        elif ch == "\\":
-            out.append("\\\\")
-        elif ch == "\n":
-            out.append("\\n")
-        elif ch == "\t":
-            out.append("\\t")
-        elif ch == "\r":
-            out.append("\\r")
-        elif ch == "\a":
-            out.append("\\a")
-        elif ch == "\b":
-            out.append("\\b")
-        elif ch == "\f":
-            out.append("\\f")
-        elif ch == "\v":
-            out.append("\\v")
+    for char in value:
+        code = ord(char)
+        if code in _SIMPLE_ESCAPES:
+            out.append(_SIMPLE_ESCAPES[code])
+        elif 0xDC80 <= code <= 0xDCFF:
+            out.append(f"\\x{code - 0xDC00:02x}")
+        elif char.isprintable():
+            out.append(char)
         elif code < 0x20 or code == 0x7F:
             out.append(f"\\x{code:02x}")
-        elif not ch.isprintable() and code > 0x7F:
-            out.append(f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}")
+        elif 0xD800 <= code <= 0xDFFF:
+            out.append("\\ufffd")  # not a valid rune: Go prints U+FFFD
+        elif code < 0x10000:
+            out.append(f"\\u{code:04x}")
         else:
-            out.append(ch)
+            out.append(f"\\U{code:08x}")
     out.append('"')
     return "".join(out)
+
+
+def go_quote_char(c: int) -> str:
+    """``encoding/json``'s ``quoteChar``: the offending byte of a JSON syntax error.
+
+    Quotes and apostrophes are special-cased; anything else is ``strconv.Quote`` of the rune
+    with the double quotes swapped for single ones (``'\\x01'``, ``'é'`` for 0xE9).
+    """
+    if c == 0x27:
+        return "'\\''"
+    if c == 0x22:
+        return "'\"'"
+    return "'" + go_quote(chr(c))[1:-1] + "'"
 
 
 def format_value(value: Any) -> str:
@@ -154,8 +185,12 @@ def not_supported(field: str, value: Any, valid: Sequence[str]) -> FieldError:
     return FieldError(NOT_SUPPORTED, field, value, detail)
 
 
-def aggregate_text(errors: Sequence[FieldError]) -> str:
-    """``e1`` or ``[e1, e2]`` with duplicate texts removed (utilerrors.NewAggregate)."""
+def aggregate_text(errors: Iterable[object]) -> str:
+    """``e1`` or ``[e1, e2]`` with duplicate texts removed (utilerrors.NewAggregate).
+
+    Each item is shown by ``str()``: field errors, exceptions and plain messages alike. The
+    one copy: the authenticator and authorizer unions use it too.
+    """
     texts: list[str] = []
     for error in errors:
         text = str(error)

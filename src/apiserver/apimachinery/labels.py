@@ -14,13 +14,12 @@ Grammar (whitespace is `` \\t\\r\\n``; ``,`` is AND)::
                              | ("=" | "==" | "!=" | ">" | "<") VALUE ]
 
 Length wording: kube 1.35 era messages say ``must be no more than 63 characters``
-(``MAX_LEN_UNIT``); apimachinery HEAD says ``bytes``. Lengths are counted in UTF-8 bytes
+(``validation.MAX_LEN_UNIT``); apimachinery HEAD says ``bytes``. Lengths are counted in UTF-8 bytes
 either way, as Go's ``len`` does.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 
 import attrs
@@ -32,108 +31,22 @@ from apiserver.apimachinery.errors import (
     bad_request,
     invalid,
 )
+from apiserver.apimachinery.validation import (
+    is_dns1123_subdomain,
+    is_label_key,
+    is_valid_label_value,
+    max_len_error,
+    regex_error,
+)
 
 # --- key and value validation (validate/content) --------------------------------------------
 
-MAX_LEN_UNIT = "characters"
-
-LABEL_KEY_FMT = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
-LABEL_VALUE_FMT = "(" + LABEL_KEY_FMT + ")?"
-DNS1123_LABEL_FMT = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
-DNS1123_SUBDOMAIN_FMT = DNS1123_LABEL_FMT + "(\\." + DNS1123_LABEL_FMT + ")*"
-
-_LABEL_KEY_RE = re.compile(LABEL_KEY_FMT)
-_LABEL_VALUE_RE = re.compile(LABEL_VALUE_FMT)
-_DNS1123_SUBDOMAIN_RE = re.compile(DNS1123_SUBDOMAIN_FMT)
-
-_LABEL_KEY_ERR = (
-    "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with "
-    "an alphanumeric character"
-)
-_LABEL_VALUE_ERR = (
-    "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' "
-    "or '.', and must start and end with an alphanumeric character"
-)
-_DNS1123_SUBDOMAIN_ERR = (
-    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' "
-    "or '.', and must start and end with an alphanumeric character"
-)
-
-
-def _blen(value: str) -> int:
-    return len(value.encode("utf-8", errors="surrogatepass"))
-
-
-def max_len_error(length: int) -> str:
-    """``validation.MaxLenError``."""
-    return f"must be no more than {length} {MAX_LEN_UNIT}"
-
-
-def regex_error(msg: str, fmt: str, *examples: str) -> str:
-    """``validation.RegexError``: note the ``', '`` after every example (hence two spaces)."""
-    if not examples:
-        return f"{msg} (regex used for validation is '{fmt}')"
-    text = msg + " (e.g. "
-    for i, example in enumerate(examples):
-        if i > 0:
-            text += " or "
-        text += "'" + example + "', "
-    return text + "regex used for validation is '" + fmt + "')"
-
-
-def empty_error() -> str:
-    """``validation.EmptyError``."""
-    return "must be non-empty"
-
-
-def is_dns1123_subdomain(value: str) -> list[str]:
-    """``IsDNS1123Subdomain``: ≤253 bytes of lower-case alphanumerics, ``-`` and ``.``."""
-    errs: list[str] = []
-    if _blen(value) > 253:
-        errs.append(max_len_error(253))
-    if not _DNS1123_SUBDOMAIN_RE.fullmatch(value):
-        errs.append(regex_error(_DNS1123_SUBDOMAIN_ERR, DNS1123_SUBDOMAIN_FMT, "example.com"))
-    return errs
-
-
-def is_qualified_name(value: str) -> list[str]:
-    """``IsQualifiedName`` / ``IsLabelKey``: ``[prefix/]name``, name ≤63, prefix a subdomain."""
-    errs: list[str] = []
-    parts = value.split("/")
-    if len(parts) == 1:
-        name = parts[0]
-    elif len(parts) == 2:
-        prefix, name = parts
-        if not prefix:
-            errs.append("prefix part " + empty_error())
-        else:
-            errs.extend("prefix part " + msg for msg in is_dns1123_subdomain(prefix))
-    else:
-        return [
-            "a valid label key "
-            + regex_error(_LABEL_KEY_ERR, LABEL_KEY_FMT, "MyName", "my.name", "123-abc")
-            + " with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"
-        ]
-    if not name:
-        errs.append("name part " + empty_error())
-    elif _blen(name) > 63:
-        errs.append("name part " + max_len_error(63))
-    if not _LABEL_KEY_RE.fullmatch(name):
-        errs.append(
-            "name part "
-            + regex_error(_LABEL_KEY_ERR, LABEL_KEY_FMT, "MyName", "my.name", "123-abc")
-        )
-    return errs
-
-
-def is_label_value(value: str) -> list[str]:
-    """``IsValidLabelValue``: empty, or ≤63 bytes of the label-key character set."""
-    errs: list[str] = []
-    if _blen(value) > 63:
-        errs.append(max_len_error(63))
-    if not _LABEL_VALUE_RE.fullmatch(value):
-        errs.append(regex_error(_LABEL_VALUE_ERR, LABEL_VALUE_FMT, "MyValue", "my_value", "12345"))
-    return errs
+# The validators and their messages live in :mod:`apiserver.apimachinery.validation` (one copy
+# for object metadata and selectors). ``is_qualified_name`` here is ``IsLabelKey`` (its
+# message for more than one ``/`` says ``a valid label key``), under the name this module has
+# always exported.
+is_qualified_name = is_label_key
+is_label_value = is_valid_label_value
 
 
 # --- selector model --------------------------------------------------------------------------
@@ -424,7 +337,7 @@ class _Parser:
             token, literal = self.consume(True)
         if token != _IDENT:
             raise _RequirementError(f"found '{literal}', expected: identifier")
-        errs = is_qualified_name(literal)
+        errs = is_label_key(literal)
         if errs:
             # labels.validateLabelKey with the parser's nil path: Go prints it as "<nil>".
             raise _RequirementError(str(invalid("<nil>", literal, "; ".join(errs))))
@@ -503,7 +416,7 @@ def new_requirement(key: str, operator: str, values: Sequence[str]) -> Requireme
     Raises ``_RequirementError`` whose text is the aggregate of the field errors.
     """
     errs: list[FieldError] = []
-    key_errs = is_qualified_name(key)
+    key_errs = is_label_key(key)
     if key_errs:
         errs.append(invalid("key", key, "; ".join(key_errs)))
     vals = list(values)
@@ -537,7 +450,7 @@ def new_requirement(key: str, operator: str, values: Sequence[str]) -> Requireme
                     )
                 )
     for i, value in enumerate(vals):
-        value_errs = is_label_value(value)
+        value_errs = is_valid_label_value(value)
         if value_errs:
             errs.append(invalid(f"values[{i}][{key}]", value, "; ".join(value_errs)))
     if errs:

@@ -56,10 +56,9 @@ from apiserver.apimachinery.fields import FieldSelector, parse_field_selector
 from apiserver.apimachinery.labels import EVERYTHING as EVERY_LABEL
 from apiserver.apimachinery.labels import LabelSelector, SelectorParseError, parse_label_selector
 from apiserver.apimachinery.queryparams import (
-    GoParseIntError,
     Query,
-    go_parse_int,
-    parse_query_bool,
+    query_bool,
+    query_int,
     query_str,
     query_values,
 )
@@ -79,21 +78,6 @@ PATCH_STRATEGIC = "strategic"
 PATCH_APPLY = "apply"
 
 PROPAGATION_POLICIES = ("Foreground", "Background", "Orphan")
-
-
-def _int_param(query: Query, name: str) -> int | None:
-    value = query_str(query, name)
-    if value is None:
-        return None
-    try:
-        return go_parse_int(value)
-    except GoParseIntError as exc:
-        raise bad_request(str(exc)) from None
-
-
-def _bool_param(query: Query, name: str) -> bool | None:
-    value = query_str(query, name)
-    return None if value is None else parse_query_bool(value)
 
 
 # --- list / watch ---------------------------------------------------------------------------
@@ -123,14 +107,14 @@ def parse_list_options(query: Query, watch_path: bool = False) -> ListOptions:
     handler, which makes ``ValidateListOptions`` apply the *list* rules to such watches; we
     apply the watch rules, which is what a client of those routes means.)
     """
-    watch = _bool_param(query, "watch") or False
-    allow_bookmarks = _bool_param(query, "allowWatchBookmarks") or False
+    watch = query_bool(query, "watch") or False
+    allow_bookmarks = query_bool(query, "allowWatchBookmarks") or False
     resource_version = query_str(query, "resourceVersion") or ""
     match = query_str(query, "resourceVersionMatch") or ""
-    timeout_seconds = _int_param(query, "timeoutSeconds")
-    limit = _int_param(query, "limit") or 0
+    timeout_seconds = query_int(query, "timeoutSeconds")
+    limit = query_int(query, "limit") or 0
     continue_ = query_str(query, "continue") or ""
-    send_initial_events = _bool_param(query, "sendInitialEvents")
+    send_initial_events = query_bool(query, "sendInitialEvents")
     try:
         label_selector = parse_label_selector(query_str(query, "labelSelector") or "")
         field_selector = parse_field_selector(query_str(query, "fieldSelector") or "")
@@ -256,7 +240,7 @@ def parse_write_options(query: Query) -> WriteOptions:
         dry_run=tuple(query_values(query, "dryRun") or ()),
         field_manager=query_str(query, "fieldManager") or "",
         field_validation=query_str(query, "fieldValidation") or "",
-        force=_bool_param(query, "force"),
+        force=query_bool(query, "force"),
     )
 
 
@@ -564,10 +548,10 @@ def parse_delete_options(
                 f' in scheme "{_META_SCHEME}"'
             )
         return _delete_options_from_tree(tree)
-    grace = _int_param(query, "gracePeriodSeconds")
+    grace = query_int(query, "gracePeriodSeconds")
     return DeleteOptions(
         grace_period_seconds=grace,
-        orphan_dependents=_bool_param(query, "orphanDependents"),
+        orphan_dependents=query_bool(query, "orphanDependents"),
         propagation_policy=query_str(query, "propagationPolicy"),
         dry_run=tuple(query_values(query, "dryRun") or ()),
     )

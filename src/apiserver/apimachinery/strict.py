@@ -28,7 +28,7 @@ from typing import Any, Literal
 
 import yaml
 
-from apiserver.apimachinery.errors import go_quote
+from apiserver.apimachinery.errors import go_quote, go_quote_char
 from apiserver.apimachinery.schema import (
     List,
     Map,
@@ -52,15 +52,6 @@ _DIGITS = frozenset(b"0123456789")
 _HEX = frozenset(b"0123456789abcdefABCDEF")
 
 
-def _quote_char(c: int) -> str:
-    """Go's ``quoteChar``: the offending byte as it appears in a syntax error."""
-    if c == 0x27:
-        return "'\\''"
-    if c == 0x22:
-        return "'\"'"
-    return "'" + go_quote(chr(c))[1:-1] + "'"
-
-
 class _Scanner:
     """``encoding/json``'s scanner: one method per state, a stack of open containers."""
 
@@ -74,7 +65,7 @@ class _Scanner:
 
     def fail(self, c: int, context: str) -> None:
         self.step = self.stop
-        self.err = f"invalid character {_quote_char(c)} {context}"
+        self.err = f"invalid character {go_quote_char(c)} {context}"
 
     def stop(self, c: int) -> None:
         return None
@@ -258,7 +249,7 @@ class _Scanner:
     def _literal(self, word: str, at: int) -> Callable[[int], None]:
         def step(c: int) -> None:
             if c != ord(word[at]):
-                self.fail(c, f"in literal {word} (expecting {_quote_char(ord(word[at]))})")
+                self.fail(c, f"in literal {word} (expecting {go_quote_char(ord(word[at]))})")
             elif at + 1 == len(word):
                 self.step = self.end_value
             else:
@@ -584,7 +575,10 @@ _GO_ESCAPES = {
 }
 
 
-def _go_string(text: str) -> str:
+def go_json_string(text: str) -> str:
+    """A JSON string as Go's ``json.Marshal`` writes it: HTML-safe (``\\u003c``...), control
+    characters as ``\\u00xx``, U+2028/U+2029 escaped, an unpaired surrogate (invalid UTF-8
+    in Go) as ``\\ufffd``."""
     out = ['"']
     for ch in text:
         escaped = _GO_ESCAPES.get(ch)
@@ -638,13 +632,13 @@ def go_marshal(value: Any, *, sort_keys: bool = True) -> str:
     if isinstance(value, float):
         return go_float(value)
     if isinstance(value, str):
-        return _go_string(value)
+        return go_json_string(value)
     if isinstance(value, Pairs):
         value = value.as_dict()
     if isinstance(value, dict):
         keys = sorted(value, key=lambda k: k.encode("utf-8")) if sort_keys else list(value)
         inner = ",".join(
-            _go_string(k) + ":" + go_marshal(value[k], sort_keys=sort_keys) for k in keys
+            go_json_string(k) + ":" + go_marshal(value[k], sort_keys=sort_keys) for k in keys
         )
         return "{" + inner + "}"
     if isinstance(value, list | tuple):

@@ -5,7 +5,9 @@ Follows k8s.io/apimachinery as shipped with Kubernetes 1.35:
 * ``pkg/util/validation/validation.go`` -- ``IsDNS1123Label``, ``IsDNS1123Subdomain``,
   ``IsQualifiedName``, ``IsValidLabelValue`` and their messages (``MaxLenError``,
   ``RegexError``, ``EmptyError``). 1.35 still says ``characters``; later releases moved
-  these to ``pkg/api/validate/content`` and say ``bytes`` (:data:`MAX_LEN_UNIT`).
+  these to ``pkg/api/validate/content`` and say ``bytes`` (:data:`MAX_LEN_UNIT`). Also
+  ``IsLabelKey`` (``pkg/api/validate/content``), which label selectors use. These are the
+  only copies: :mod:`apiserver.apimachinery.labels` checks selector keys and values here.
 * ``pkg/api/validation/path/name.go`` -- ``ValidatePathSegmentName``.
 * ``pkg/api/validation/generic.go`` and ``objectmeta.go`` -- ``NameIsDNSSubdomain``,
   ``ValidateObjectMeta``, ``ValidateObjectMetaUpdate``, owner references, finalizers,
@@ -32,6 +34,7 @@ import attrs
 
 from apiserver.apimachinery import errors
 from apiserver.apimachinery.errors import FieldError
+from apiserver.apimachinery.strict import go_marshal
 
 #: Unit word of ``MaxLenError`` in Kubernetes 1.35 (``bytes`` from 1.36 on).
 MAX_LEN_UNIT = "characters"
@@ -143,8 +146,9 @@ def is_dns1123_subdomain(value: str) -> list[str]:
     return errs
 
 
-def is_qualified_name(value: str) -> list[str]:
-    """``IsQualifiedName``: optional DNS-subdomain prefix, ``/``, a name of at most 63."""
+def _qualified_name(value: str, what: str) -> list[str]:
+    """The body ``IsQualifiedName`` and ``IsLabelKey`` share; ``what`` names the whole value
+    in the one message that differs between them (more than one ``/``)."""
     errs: list[str] = []
     parts = value.split("/")
     if len(parts) == 1:
@@ -157,7 +161,8 @@ def is_qualified_name(value: str) -> list[str]:
             errs.extend("prefix part " + msg for msg in is_dns1123_subdomain(prefix))
     else:
         return [
-            "a qualified name "
+            what
+            + " "
             + regex_error(_QNAME_MSG, _QNAME_FMT, "MyName", "my.name", "123-abc")
             + " with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"
         ]
@@ -170,6 +175,18 @@ def is_qualified_name(value: str) -> list[str]:
             "name part " + regex_error(_QNAME_MSG, _QNAME_FMT, "MyName", "my.name", "123-abc")
         )
     return errs
+
+
+def is_qualified_name(value: str) -> list[str]:
+    """``IsQualifiedName``: optional DNS-subdomain prefix, ``/``, a name of at most 63."""
+    return _qualified_name(value, "a qualified name")
+
+
+def is_label_key(value: str) -> list[str]:
+    """``IsLabelKey`` (``pkg/api/validate/content``): the rules of ``IsQualifiedName``, but a
+    value with more than one ``/`` is called ``a valid label key``. Label selectors
+    (``pkg/labels/selector.go``) check their keys with it."""
+    return _qualified_name(value, "a valid label key")
 
 
 def is_valid_label_value(value: str) -> list[str]:
@@ -221,62 +238,14 @@ def name_is_dns_label(name: str, prefix: bool) -> list[str]:
 # --- how Go prints bad values ---------------------------------------------------------------
 
 
-_GO_JSON_ESCAPES = {
-    '"': '\\"',
-    "\\": "\\\\",
-    "\n": "\\n",
-    "\r": "\\r",
-    "\t": "\\t",
-    "\b": "\\b",
-    "\f": "\\f",
-    "<": "\\u003c",
-    ">": "\\u003e",
-    "&": "\\u0026",
-    "\u2028": "\\u2028",
-    "\u2029": "\\u2029",
-}
-
-
-def _go_json_string(value: str) -> str:
-    out = ['"']
-    for ch in value:
-        esc = _GO_JSON_ESCAPES.get(ch)
-        if esc is not None:
-            out.append(esc)
-        elif ord(ch) < 0x20:
-            out.append(f"\\u{ord(ch):04x}")
-        else:
-            out.append(ch)
-    out.append('"')
-    return "".join(out)
-
-
 def go_json(value: Any) -> str:
     """Compact JSON the way Go's ``encoding/json`` writes it (HTML-safe escaping).
 
-    Dict keys keep their order: pass them in Go struct field order.
+    Dict keys keep their order: pass them in Go struct field order. This is
+    :func:`apiserver.apimachinery.strict.go_marshal` without key sorting (one writer of Go's
+    JSON for the tree).
     """
-    if value is None:
-        return "null"
-    if value is True:
-        return "true"
-    if value is False:
-        return "false"
-    if isinstance(value, str):
-        return _go_json_string(value)
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        return repr(value) if value != int(value) else str(int(value))
-    if isinstance(value, Mapping):
-        return (
-            "{"
-            + ",".join(f"{_go_json_string(str(k))}:{go_json(v)}" for k, v in value.items())
-            + "}"
-        )
-    if isinstance(value, Sequence):
-        return "[" + ",".join(go_json(v) for v in value) + "]"
-    raise TypeError(f"cannot render {type(value).__name__} as JSON")
+    return go_marshal(value, sort_keys=False)
 
 
 def parse_wire_time(value: str) -> _dt.datetime:

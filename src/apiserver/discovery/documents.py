@@ -63,12 +63,28 @@ def api_versions(server_address: str) -> dict[str, Any]:
     }
 
 
-def core_resource_list() -> dict[str, Any]:
-    """``GET /api/v1``: the core group version, in which we serve no resource.
+#: ``serviceaccounts/token`` as kube's installer lists it in ``/api/v1``: a subresource has
+#: an empty ``singularName`` (never omitted), and the group/version of its kind, TokenRequest,
+#: which is not core's.
+TOKEN_REQUEST_RESOURCE: dict[str, Any] = {
+    "name": "serviceaccounts/token",
+    "singularName": "",
+    "namespaced": True,
+    "group": "authentication.k8s.io",
+    "version": "v1",
+    "kind": "TokenRequest",
+    "verbs": ["create"],
+}
+
+
+def core_resource_list(token_request: bool = False) -> dict[str, Any]:
+    """``GET /api/v1``: the core group version. It lists ``serviceaccounts/token`` when the
+    TokenRequest API is served (:mod:`apiserver.api.tokenrequest`), else no resource.
 
     The legacy group's resource list goes out without ``apiVersion``, like ``/api``.
     """
-    return {"kind": "APIResourceList", "groupVersion": "v1", "resources": []}
+    resources = [dict(TOKEN_REQUEST_RESOURCE)] if token_request else []
+    return {"kind": "APIResourceList", "groupVersion": "v1", "resources": resources}
 
 
 def _group_version_for_discovery() -> dict[str, str]:
@@ -151,18 +167,43 @@ def aggregated_apis_items(events_enabled: bool) -> list[dict[str, Any]]:
     ]
 
 
-def aggregated_api_items() -> list[dict[str, Any]]:
+def _token_request_discovery() -> dict[str, Any]:
+    """``serviceaccounts`` as aggregated discovery shows a subresource whose parent is not
+    served (``ConvertGroupVersionIntoToDiscovery``): a parent with an empty responseKind and
+    no verbs (``null``), holding the ``token`` subresource. client-go skips such a parent
+    (no kind) and keeps ``serviceaccounts/token``, the same view as the legacy ``/api/v1``."""
+    return {
+        "resource": "serviceaccounts",
+        "responseKind": {"group": "", "version": "", "kind": ""},
+        "scope": "Namespaced",
+        "singularResource": "",
+        "verbs": None,
+        "subresources": [
+            {
+                "subresource": "token",
+                "responseKind": {
+                    "group": TOKEN_REQUEST_RESOURCE["group"],
+                    "version": TOKEN_REQUEST_RESOURCE["version"],
+                    "kind": TOKEN_REQUEST_RESOURCE["kind"],
+                },
+                "verbs": list(TOKEN_REQUEST_RESOURCE["verbs"]),
+            }
+        ],
+    }
+
+
+def aggregated_api_items(token_request: bool = False) -> list[dict[str, Any]]:
     """The ``items`` of the aggregated ``/api`` document: the core group, name "" (omitted).
 
-    It has version v1 like ``GET /api`` says, and no resources (``resources`` is omitempty),
-    so the aggregated and the legacy view of the core group agree.
+    It has version v1 like ``GET /api`` says; its resources are those of ``/api/v1``
+    (``resources`` is omitempty, so none are written when nothing is served), so the
+    aggregated and the legacy view of the core group agree.
     """
-    return [
-        {
-            "metadata": {"creationTimestamp": None},
-            "versions": [{"version": "v1", "freshness": "Current"}],
-        }
-    ]
+    version: dict[str, Any] = {"version": "v1"}
+    if token_request:
+        version["resources"] = [_token_request_discovery()]
+    version["freshness"] = "Current"
+    return [{"metadata": {"creationTimestamp": None}, "versions": [version]}]
 
 
 def aggregated_document(items: list[dict[str, Any]], version: str) -> dict[str, Any]:

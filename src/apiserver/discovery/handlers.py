@@ -14,9 +14,10 @@ Departures, on purpose:
 - ``application/vnd.kubernetes.protobuf`` is negotiated like kube does, but answered in JSON
   (with a JSON Content-Type): every client that asks protobuf for discovery (client-go with a
   protobuf content type) decodes by the response's Content-Type, so they keep working.
-- The legacy ``/api`` lists version ``v1`` and ``/api/v1`` lists no resources: kube-apiserver
-  always has the core group, clients such as the Python client read ``/api`` without
-  tolerating a 404, and the aggregated ``/api`` says the same thing (group "" with v1, empty).
+- The legacy ``/api`` lists version ``v1`` and ``/api/v1`` lists no resources but
+  ``serviceaccounts/token`` when the TokenRequest API is served: kube-apiserver always has the
+  core group, clients such as the Python client read ``/api`` without tolerating a 404, and
+  the aggregated ``/api`` says the same thing (group "" with v1 and the same resources).
 """
 
 from __future__ import annotations
@@ -382,6 +383,7 @@ def install_discovery(
     *,
     groups_enabled: dict[str, bool],
     server_address: Callable[[], str],
+    token_request: bool = False,
 ) -> None:
     """Register every discovery path on ``router``.
 
@@ -390,6 +392,8 @@ def install_discovery(
     group's paths are not registered at all (so they get the router's 404 Status), ``/apis``
     lists no group and the aggregated ``/apis`` has no items. ``server_address`` gives the
     ``host:port`` advertised in ``/api`` (kube's ``--advertise-address`` and secure port).
+    ``token_request`` says whether ``serviceaccounts/token`` is served: ``/api/v1`` and the
+    aggregated ``/api`` then list it.
 
     Paths answered: ``/api`` and ``/api/v1`` (GET only, as go-restful routes), ``/apis`` (any
     method, as the aggregator's plain handler), ``/apis/events.k8s.io`` (any method),
@@ -398,9 +402,10 @@ def install_discovery(
     events = _events_enabled(groups_enabled)
 
     legacy_root = static_handler(lambda: docs.api_versions(server_address()))
-    api_aggregated = AggregatedDocument(docs.aggregated_api_items())
+    api_aggregated = AggregatedDocument(docs.aggregated_api_items(token_request))
     _with_slash(router, "/api", get_only(aggregated_wrapper(legacy_root, api_aggregated)))
-    _with_slash(router, "/api/v1", get_only(static_handler(docs.core_resource_list)))
+    core = static_handler(lambda: docs.core_resource_list(token_request))
+    _with_slash(router, "/api/v1", get_only(core))
 
     apis_aggregated = AggregatedDocument(docs.aggregated_apis_items(events))
     apis_legacy = static_handler(lambda: docs.api_group_list(events))

@@ -3,6 +3,8 @@
 Reference: k8s.io/apiserver ``pkg/server/healthz/healthz.go`` (``handleRootHealth``,
 ``adaptCheckToHandler``, ``formatQuoted``). Checks run one after another, in registration
 order, on every request; nothing is cached here (a check may cache inside itself).
+``formatQuoted`` is ``%q`` of each name: :func:`apiserver.apimachinery.errors.go_quote`,
+re-exported here as ``go_quote``.
 """
 
 from __future__ import annotations
@@ -13,57 +15,12 @@ from twisted.internet.defer import Deferred, succeed
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
+from apiserver.apimachinery.errors import go_quote
 from apiserver.healthz.checks import HealthCheck, run_check
 from apiserver.healthz.registry import ENDPOINTS, HealthRegistry
 from apiserver.http.response import Response, text
 
 _log = Logger()
-
-_SIMPLE_ESCAPES = {
-    0x07: "\\a",
-    0x08: "\\b",
-    0x0C: "\\f",
-    0x0A: "\\n",
-    0x0D: "\\r",
-    0x09: "\\t",
-    0x0B: "\\v",
-    0x5C: "\\\\",
-    0x22: '\\"',
-}
-
-
-def go_quote(value: str | bytes) -> str:
-    """Go's ``strconv.Quote`` (what ``fmt`` prints for ``%q`` of a string).
-
-    Printable characters stay (Python's ``str.isprintable`` has the same definition as Go's
-    ``unicode.IsPrint``: letters, marks, numbers, punctuation, symbols and the ASCII space),
-    ``\\a \\b \\f \\n \\r \\t \\v \\\\ \\"`` get their short escapes, other characters below
-    U+0020 and U+007F become ``\\xNN``, the rest ``\\uNNNN`` / ``\\UNNNNNNNN``. Bytes that are
-    not valid UTF-8 become ``\\xNN`` each, as Go does byte by byte.
-    """
-    if isinstance(value, bytes):
-        # Each byte of an invalid sequence becomes a lone surrogate U+DC80..U+DCFF; strict
-        # UTF-8 never decodes to a surrogate, so those stand for raw bytes only.
-        value = value.decode("utf-8", "surrogateescape")
-    out = ['"']
-    for char in value:
-        code = ord(char)
-        if code in _SIMPLE_ESCAPES:
-            out.append(_SIMPLE_ESCAPES[code])
-        elif 0xDC80 <= code <= 0xDCFF:
-            out.append(f"\\x{code - 0xDC00:02x}")
-        elif char.isprintable():
-            out.append(char)
-        elif code < 0x20 or code == 0x7F:
-            out.append(f"\\x{code:02x}")
-        elif 0xD800 <= code <= 0xDFFF:
-            out.append("\\ufffd")  # not a valid rune: Go prints U+FFFD
-        elif code < 0x10000:
-            out.append(f"\\u{code:04x}")
-        else:
-            out.append(f"\\U{code:08x}")
-    out.append('"')
-    return "".join(out)
 
 
 def _run_sequentially(checks: Sequence[HealthCheck]) -> Deferred[list[str | None]]:

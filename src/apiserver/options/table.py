@@ -922,8 +922,10 @@ FLAGS: tuple[Flag, ...] = (
         "service-account-extend-token-expiration",
         "bool",
         True,
-        "Let service account tokens injected by admission live up to one year, regardless of "
-        "--service-account-max-token-expiration.",
+        "Extend the tokens the kubelet requests for pods (expirationSeconds 3607, audiences "
+        "among the API audiences) to one year, with a warnafter claim at the requested time, "
+        "regardless of --service-account-max-token-expiration.",
+        implemented=True,
     ),
     _authn(
         "service-account-issuer",
@@ -962,6 +964,7 @@ FLAGS: tuple[Flag, ...] = (
         0.0,
         "Longest validity of issued service account tokens; longer requests are shortened. 0 "
         "means no limit, otherwise between 1h and 2^32 seconds.",
+        implemented=True,
     ),
     _authn(
         "service-account-signing-endpoint",
@@ -974,7 +977,9 @@ FLAGS: tuple[Flag, ...] = (
         "service-account-signing-key-file",
         "string",
         "",
-        "Private key that signs service account tokens.",
+        "Private key that signs service account tokens. With --service-account-issuer it "
+        "turns on the TokenRequest API (serviceaccounts/token).",
+        implemented=True,
     ),
     _authn(
         "token-auth-file",

@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 
 from apiserver.options.flagtypes import (
     FlagValueError,
+    format_go_duration,
     format_go_float,
     parse_go_bool,
     parse_named_cert_key,
@@ -139,8 +140,14 @@ FEATURE_GATE_DEFAULTS: Mapping[str, bool] = {
     "RemoteRequestHeaderUID": True,
     "StructuredAuthenticationConfiguration": True,
     "StructuredAuthorizationConfiguration": True,
+    "TokenRequestServiceAccountUIDValidation": True,
     "UnknownVersionInteroperabilityProxy": False,
 }
+
+# Service-account token lifetimes (``pkg/serviceaccount/claims.go``): what the kubelet asks for
+# a projected token, and how long such a token lives with --service-account-extend-token-expiration.
+WARN_ONLY_BOUND_TOKEN_EXPIRATION_SECONDS = 60 * 60 + 7
+EXPIRATION_EXTENSION_SECONDS = 24 * 365 * 60 * 60
 
 # Emulation may go back this many minors from the binary version (KEP-4330).
 EMULATION_MINOR_SKEW = 3
@@ -402,12 +409,7 @@ class _Checker:
                         "valid URL"
                     )
             seen.add(issuer)
-        expiration = self.v["service-account-max-token-expiration"]
-        if expiration != 0 and not 3600 <= expiration <= 2**32:
-            self.err(
-                "--service-account-max-token-expiration: the service-account-max-token-expiration "
-                "must be between 1 hour and 2^32 seconds"
-            )
+        self._token_expiration()
         jwks = self.v["service-account-jwks-uri"]
         if jwks:
             parts = urlsplit(jwks)
@@ -415,6 +417,35 @@ class _Checker:
                 self.err(f"--service-account-jwks-uri {jwks!r} must be an https URL")
             if not self.v["service-account-issuer"]:
                 self.err("--service-account-jwks-uri requires --service-account-issuer")
+
+    def _token_expiration(self) -> None:
+        """``completeServiceAccountOptions``: the range of the maximum (an error), then, with
+        the extension on, the two warnings kube-apiserver logs when the maximum would stop the
+        3607 s transition tokens from being extended, or is shorter than the extended year."""
+        expiration = self.v["service-account-max-token-expiration"]
+        if expiration == 0:
+            return
+        if not 3600 <= expiration <= 2**32:
+            self.err(
+                "--service-account-max-token-expiration: the service-account-max-token-expiration "
+                "must be between 1 hour and 2^32 seconds"
+            )
+            return
+        if not self.v["service-account-extend-token-expiration"]:
+            return
+        shown = format_go_duration(expiration)
+        if expiration < WARN_ONLY_BOUND_TOKEN_EXPIRATION_SECONDS:
+            self.warnings.append(
+                "service-account-extend-token-expiration is true, in order to correctly trigger "
+                "safe transition logic, service-account-max-token-expiration must be set longer "
+                f"than {WARN_ONLY_BOUND_TOKEN_EXPIRATION_SECONDS} seconds (currently {shown})"
+            )
+        if expiration < EXPIRATION_EXTENSION_SECONDS:
+            self.warnings.append(
+                "service-account-extend-token-expiration is true, enabling tokens valid up to "
+                f"{EXPIRATION_EXTENSION_SECONDS} seconds, which is longer than "
+                f"service-account-max-token-expiration set to {shown}"
+            )
 
     def oidc(self) -> None:
         issuer, client_id = self.v["oidc-issuer-url"], self.v["oidc-client-id"]

@@ -21,6 +21,21 @@ import attrs
 from twisted.internet.defer import Deferred
 
 
+def prefix_end(prefix: bytes) -> bytes | None:
+    """etcd's range end for ``prefix`` (clientv3 ``GetPrefixRangeEnd``): the smallest key
+    greater than every key with that prefix (last byte that is not 0xff incremented, what
+    follows it dropped); None when there is none (the empty prefix, or all 0xff), meaning "to
+    the end of the key space" (etcd spells that ``\\0`` on the wire). Every backend and the
+    watch cache use this one."""
+    end = bytearray(prefix)
+    while end:
+        if end[-1] < 0xFF:
+            end[-1] += 1
+            return bytes(end)
+        end.pop()
+    return None
+
+
 @attrs.frozen
 class KeyValue:
     """One key at one revision.

@@ -7,7 +7,9 @@ Reference behaviour (spec §2):
   unset ``metav1.Time`` is written as ``null``);
 * ``k8s/k8s`` ``pkg/apis/events/v1/conversion.go`` -- the field renames;
 * ``apimachinery`` ``pkg/apis/meta/v1/time.go`` and ``micro_time.go`` -- RFC 3339 in whole
-  seconds, and exactly six fraction digits for ``MicroTime``, both written in UTC;
+  seconds, and exactly six fraction digits for ``MicroTime``, both written in UTC (parsed
+  and printed by :mod:`apiserver.apimachinery.meta_time`, the one port of Go's
+  ``time.Parse`` for these layouts);
 * Go's ``encoding/json`` (as forked in ``sigs.k8s.io/json``): case-sensitive field names,
   unknown fields dropped, ``null`` leaves a value at zero, a type mismatch is reported as
   ``json: cannot unmarshal <what> into Go struct field <Struct>.<path> of type <type>``
@@ -29,7 +31,6 @@ field order and zero-value rules, which no Python library reproduces.
 
 from __future__ import annotations
 
-import calendar
 import datetime as _dt
 import re
 from collections.abc import Mapping
@@ -37,12 +38,17 @@ from typing import Any
 
 import attrs
 
+from apiserver.apimachinery.meta_time import (
+    TimeParseError,
+    format_micro_time,
+    format_time,
+    parse_micro_time,
+    parse_time,
+)
+
 V1_API_VERSION = "events.k8s.io/v1"
 CORE_API_VERSION = "v1"
 KIND = "Event"
-
-RFC3339 = "2006-01-02T15:04:05Z07:00"
-RFC3339_MICRO = "2006-01-02T15:04:05.000000Z07:00"
 
 
 class DecodeError(Exception):
@@ -56,179 +62,21 @@ class DecodeError(Exception):
 # --- Go time parsing ------------------------------------------------------------------------
 
 
-def _time_quote(s: str) -> str:
-    """The ``quote`` of Go's time package: non-ASCII and control bytes as ``\\xHH``."""
-    out = ['"']
-    for ch in s:
-        code = ord(ch)
-        if code >= 0x80 or code < 0x20:
-            out.extend(f"\\x{b:02x}" for b in ch.encode("utf-8", "surrogatepass"))
-        else:
-            if ch in '"\\':
-                out.append("\\")
-            out.append(ch)
-    out.append('"')
-    return "".join(out)
-
-
-class _Bad(Exception):
-    pass
-
-
-def _isdigit(s: str, i: int) -> bool:
-    return i < len(s) and "0" <= s[i] <= "9"
-
-
-def _getnum(s: str, fixed: bool) -> tuple[int, str]:
-    if not _isdigit(s, 0):
-        raise _Bad
-    if not _isdigit(s, 1):
-        if fixed:
-            raise _Bad
-        return int(s[0]), s[1:]
-    return int(s[:2]), s[2:]
-
-
-def _atoi(s: str) -> int:
-    neg = False
-    if s and s[0] in "+-":
-        neg = s[0] == "-"
-        s = s[1:]
-    if not s or not all("0" <= c <= "9" for c in s):
-        raise _Bad
-    return -int(s) if neg else int(s)
-
-
-def _days_in(month: int, year: int) -> int:
-    if month == 2 and calendar.isleap(year):
-        return 29
-    return [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31][month - 1]
-
-
 def parse_go_time(value: str, micro: bool) -> _dt.datetime:
     """``time.Parse`` with ``time.RFC3339`` or metav1's ``RFC3339Micro`` layout.
 
     Returns an aware UTC datetime (fraction truncated to microseconds) or raises
-    :class:`DecodeError` with Go's exact message.
+    :class:`DecodeError` with Go's exact message. The parser is the one in
+    :mod:`apiserver.apimachinery.meta_time` (``metav1.Time``/``MicroTime``'s own
+    ``UnmarshalJSON``); here its error only changes type, since a bad time stops decoding.
     """
-    layout = RFC3339_MICRO if micro else RFC3339
-    chunks: list[tuple[str, str]] = [
-        ("", "2006"),
-        ("-", "01"),
-        ("-", "02"),
-        ("T", "15"),
-        (":", "04"),
-        (":", "05"),
-    ]
-    if micro:
-        chunks.append(("", ".000000"))
-    chunks.append(("", "Z07:00"))
-
-    def fail(elem_value: str, elem_layout: str) -> DecodeError:
-        return DecodeError(
-            f"parsing time {_time_quote(value)} as {_time_quote(layout)}: cannot parse "
-            f"{_time_quote(elem_value)} as {_time_quote(elem_layout)}"
-        )
-
-    def message(text: str) -> DecodeError:
-        return DecodeError(f"parsing time {_time_quote(value)}{text}")
-
-    rest = value
-    year = month = day = hour = minute = second = nsec = 0
-    offset = 0
-    for prefix, std in chunks:
-        for ch in prefix:
-            if not rest or rest[0] != ch:
-                raise fail(rest, prefix)
-            rest = rest[1:]
-        hold = rest
-        range_err = ""
-        try:
-            if std == "2006":
-                if len(rest) < 4 or not _isdigit(rest, 0):
-                    raise _Bad
-                year = _atoi(rest[:4])
-                rest = rest[4:]
-            elif std == "01":
-                month, rest = _getnum(rest, True)
-                if not 1 <= month <= 12:
-                    range_err = "month"
-            elif std == "02":
-                day, rest = _getnum(rest, True)
-            elif std == "15":
-                hour, rest = _getnum(rest, False)
-                if hour >= 24:
-                    range_err = "hour"
-            elif std == "04":
-                minute, rest = _getnum(rest, True)
-                if minute >= 60:
-                    range_err = "minute"
-            elif std == "05":
-                second, rest = _getnum(rest, True)
-                if second >= 60:
-                    range_err = "second"
-                elif not micro and len(rest) >= 2 and rest[0] in ".," and _isdigit(rest, 1):
-                    n = 2
-                    while _isdigit(rest, n):
-                        n += 1
-                    digits = rest[1:n][:9]
-                    nsec = int(digits.ljust(9, "0"))
-                    rest = rest[n:]
-            elif std == ".000000":
-                if len(rest) < 7 or rest[0] not in ".,":
-                    raise _Bad
-                frac = _atoi(rest[1:7])
-                if frac < 0:
-                    range_err = "fractional second"
-                nsec = frac * 1000
-                rest = rest[7:]
-            else:  # Z07:00
-                if rest[:1] == "Z":
-                    rest = rest[1:]
-                else:
-                    if len(rest) < 6 or rest[3] != ":":
-                        raise _Bad
-                    sign, hh, mm = rest[0], rest[1:3], rest[4:6]
-                    rest = rest[6:]
-                    hr, _ = _getnum(hh, True)
-                    mi, _ = _getnum(mm, True)
-                    if hr > 24:
-                        range_err = "time zone offset hour"
-                    if mi > 60:
-                        range_err = "time zone offset minute"
-                    if sign not in ("+", "-"):
-                        raise _Bad
-                    offset = (hr * 60 + mi) * 60 * (-1 if sign == "-" else 1)
-        except _Bad:
-            if range_err:
-                raise message(f": {range_err} out of range") from None
-            raise fail(hold, std) from None
-        if range_err:
-            raise message(f": {range_err} out of range")
-    if rest:
-        raise message(f": extra text: {_time_quote(rest)}")
-    if day < 1 or day > _days_in(month, year):
-        raise message(": day out of range")
     try:
-        local = _dt.datetime(year, month, day, hour, minute, second, nsec // 1000)
-        return (local - _dt.timedelta(seconds=offset)).replace(tzinfo=_dt.UTC)
-    except (ValueError, OverflowError):
-        raise message(": year out of range") from None
+        return parse_micro_time(value) if micro else parse_time(value)
+    except TimeParseError as error:
+        raise DecodeError(str(error)) from None
 
 
 _ZERO = _dt.datetime(1, 1, 1, tzinfo=_dt.UTC)
-
-
-def format_time(t: _dt.datetime) -> str:
-    """``metav1.Time`` on the wire: UTC, whole seconds."""
-    u = t.astimezone(_dt.UTC)
-    # not strftime: "%Y" does not pad years below 1000 to four digits
-    return f"{u.year:04d}-{u.month:02d}-{u.day:02d}T{u.hour:02d}:{u.minute:02d}:{u.second:02d}Z"
-
-
-def format_micro_time(t: _dt.datetime) -> str:
-    """``metav1.MicroTime`` on the wire: UTC, exactly six fraction digits."""
-    return format_time(t)[:-1] + f".{t.microsecond:06d}Z"
 
 
 def now_time(epoch: float) -> str:

@@ -712,12 +712,13 @@ class EventsAPI:
         out = self._output(request, info, is_list=True, is_watch=False)
         if out.kind == "json" and not self._pretty(request, info, out):
             bodies = self.list_bodies
-            body = bodies.get(cache_key) if cache_key is not None else None
-            if body is None:
-                body = self.encoded.list_body(items, list_meta)
+            raw = bodies.get(cache_key) if cache_key is not None else None
+            if raw is None:
+                raw = self.encoded.list_body(items, list_meta)
                 if cache_key is not None:
-                    bodies.put(cache_key, body)
-            return Response(200, (("Content-Type", out.media_type),), body)
+                    bodies.put(cache_key, raw)
+            return Response(200, (("Content-Type", out.media_type),), raw)
+        body: Any
         if out.kind == "table":
             body = table_for(
                 items,

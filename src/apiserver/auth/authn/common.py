@@ -11,6 +11,7 @@ from typing import Any, Protocol
 
 from twisted.internet.defer import Deferred
 
+from apiserver.apimachinery.errors import aggregate_text, go_quote
 from apiserver.auth.interface import AuthenticationError, AuthResult
 
 #: ``authentication.kubernetes.io/credential-id``: which credential authenticated a user.
@@ -47,20 +48,11 @@ def intersect(first: Iterable[str], second: Iterable[str]) -> tuple[str, ...]:
 
 def aggregate_message(errors: Sequence[BaseException]) -> str:
     """utilerrors.NewAggregate's text: one message as is, several as ``[a, b]``."""
-    texts: list[str] = []
-    for error in errors:
-        text = str(error)
-        if text not in texts:
-            texts.append(text)
-    if len(texts) == 1:
-        return texts[0]
-    return "[" + ", ".join(texts) + "]"
+    return aggregate_text(errors)
 
 
 def go_string_list(values: Sequence[str]) -> str:
     """Go's ``%q`` of a ``[]string``: ``["a" "b"]``."""
-    from apiserver.apimachinery.errors import go_quote
-
     return "[" + " ".join(go_quote(v) for v in values) + "]"
 
 

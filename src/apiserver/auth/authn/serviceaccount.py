@@ -26,14 +26,23 @@ Flow of :meth:`ServiceAccountAuthenticator.authenticate_token`:
 5. Legacy tokens: the private ``kubernetes.io/serviceaccount/*`` claims must be present and
    agree with ``sub``; with ``--service-account-lookup`` the Secret's ``data.token`` must equal
    the token and the ServiceAccount's UID the claim.
+6. A bound token past its ``kubernetes.io.warnafter`` time is still accepted, as
+   kube-apiserver accepts it (``claims.go`` ``Validate``): the reference only adds the audit
+   annotation ``authentication.k8s.io/stale-token`` (``subject: <sub>, seconds after warning
+   threshold: <n>``) and counts it in ``serviceaccount_stale_tokens_total``. This server has no
+   audit backend yet, so the same text is logged at info level instead, once per token (by
+   ``jti``; a bounded memory of :data:`STALE_LOG_MEMORY` tokens), not on every request.
+7. A pod-bound token's ``node`` claim is only read, never looked up (the node is information
+   there, ServiceAccountTokenPodNodeInfo); a token bound to a Node itself is checked.
 
 Why PyJWT only for the signature (``PyJWS``): the claim checks must give the reference's exact
 error texts and leeway, which PyJWT's own claim validation words differently.
 
 :class:`TokenSigner` mirrors the token generator (``jwt.go`` ``JWTTokenGenerator``): header
-``alg`` from the key (RS256, ES256/384/512) and ``kid`` = base64url(SHA-256(PKIX DER)). The
-server has no TokenRequest API, so it is used by tests and tools to mint tokens this server
-accepts.
+``alg`` from the key (RS256, ES256/384/512) and ``kid`` = base64url(SHA-256(PKIX DER)).
+:meth:`TokenSigner.generate` signs exactly as the generator does (the TokenRequest API,
+:mod:`apiserver.api.tokenrequest`, uses it); :meth:`TokenSigner.sign` and
+:meth:`TokenSigner.bound_claims` let tests and tools mint tokens this server accepts.
 """
 
 from __future__ import annotations
@@ -45,6 +54,7 @@ import hashlib
 import json
 import re
 import uuid
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -55,8 +65,10 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from twisted.internet.defer import ensureDeferred
 from twisted.internet.interfaces import IReactorTime
+from twisted.logger import Logger
 
 from apiserver.apimachinery.errors import go_quote
+from apiserver.apimachinery.strict import go_marshal
 from apiserver.auth.authn.common import (
     CREDENTIAL_ID,
     ConfigError,
@@ -76,6 +88,11 @@ POD_NAME_KEY = "authentication.kubernetes.io/pod-name"
 POD_UID_KEY = "authentication.kubernetes.io/pod-uid"
 NODE_NAME_KEY = "authentication.kubernetes.io/node-name"
 NODE_UID_KEY = "authentication.kubernetes.io/node-uid"
+STALE_TOKEN_ANNOTATION = "authentication.k8s.io/stale-token"
+#: Stale tokens remembered so that each is logged once; the oldest is forgotten first.
+STALE_LOG_MEMORY = 4096
+
+log = Logger()
 
 PublicKey = rsa.RSAPublicKey | ec.EllipticCurvePublicKey
 PrivateKey = rsa.RSAPrivateKey | ec.EllipticCurvePrivateKey
@@ -329,6 +346,7 @@ class ServiceAccountAuthenticator:
         self.clock = clock
         self.legacy = legacy
         self.lookup = lookup
+        self._stale_logged: OrderedDict[str, None] = OrderedDict()
 
     def authenticate_token(self, token: str, audiences: tuple[str, ...]) -> TokenOutcome:
         iss = unverified_issuer(token)
@@ -425,6 +443,12 @@ class ServiceAccountAuthenticator:
             if not isinstance(ref, dict):
                 continue
             name = str(ref.get("name") or "")
+            if kind == "node" and isinstance(private.get("pod"), dict):
+                # The node of a pod-bound token is information only: read, not looked up.
+                extra[NODE_NAME_KEY] = (name,)
+                if ref.get("uid"):
+                    extra[NODE_UID_KEY] = (str(ref["uid"]),)
+                continue
             obj = await self._get(resource, "" if kind == "node" else namespace, name)
             if invalidated(obj):
                 raise AuthenticationError("service account token has been invalidated")
@@ -440,6 +464,7 @@ class ServiceAccountAuthenticator:
                 extra[NODE_NAME_KEY] = (name,)
                 if uid:
                     extra[NODE_UID_KEY] = (uid,)
+        self._note_stale(claims, private.get("warnafter"), now)
         jti = claims.get("jti")
         if isinstance(jti, str) and jti:
             extra[CREDENTIAL_ID] = (f"JTI={jti}",)
@@ -448,6 +473,28 @@ class ServiceAccountAuthenticator:
             uid=sa_uid,
             groups=sa_groups(namespace),
             extra=extra,
+        )
+
+    def _note_stale(self, claims: Mapping[str, Any], warn_after: Any, now: float) -> None:
+        """Log (once per token) what kube-apiserver records as the ``stale-token`` audit
+        annotation when ``now`` is past a non-zero ``warnafter``; the token stays valid."""
+        if isinstance(warn_after, bool) or not isinstance(warn_after, int | float):
+            return
+        if not warn_after or now <= warn_after:
+            return
+        jti = claims.get("jti")
+        key = jti if isinstance(jti, str) and jti else f"{claims.get('sub')}/{claims.get('iat')}"
+        if key in self._stale_logged:
+            return
+        self._stale_logged[key] = None
+        if len(self._stale_logged) > STALE_LOG_MEMORY:
+            self._stale_logged.popitem(last=False)
+        seconds = int(now) - int(warn_after)
+        log.info(
+            "{annotation}: subject: {subject}, seconds after warning threshold: {seconds}",
+            annotation=STALE_TOKEN_ANNOTATION,
+            subject=claims.get("sub") or "",
+            seconds=seconds,
         )
 
     # -- legacy tokens -----------------------------------------------------------------------
@@ -516,6 +563,17 @@ class TokenSigner:
     def sign(self, claims: Mapping[str, Any], kid: str | None = None) -> str:
         headers = {"kid": self.kid if kid is None else kid}
         return jwt.encode(dict(claims), self.key, algorithm=self.alg, headers=headers)
+
+    def generate(self, claims: Mapping[str, Any]) -> str:
+        """``GenerateToken``: ``iss`` set to the issuer, header ``{"alg","kid"}`` only (no
+        ``typ``), and the claims serialized by Go's ``json.Marshal`` rules with the keys
+        sorted at every level, as go-jose's builder marshals the merged claim map."""
+        payload = dict(claims)
+        payload["iss"] = self.issuer
+        data = go_marshal(payload, sort_keys=True)
+        return jwt.PyJWS().encode(
+            data.encode(), self.key, algorithm=self.alg, headers={"kid": self.kid, "typ": None}
+        )
 
     def bound_claims(
         self,

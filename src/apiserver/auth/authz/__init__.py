@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from apiserver.apimachinery.errors import aggregate_text
 from apiserver.auth.interface import NO_OPINION
 
 
@@ -32,13 +33,7 @@ class AuthorizerError(Exception):
 
 def aggregate_messages(messages: Sequence[str]) -> str:
     """``utilerrors.NewAggregate(errs).Error()``: one message, or ``[a, b]`` without repeats."""
-    unique: list[str] = []
-    for message in messages:
-        if message not in unique:
-            unique.append(message)
-    if len(messages) == 1 or len(unique) == 1:
-        return unique[0] if unique else ""
-    return "[" + ", ".join(unique) + "]"
+    return aggregate_text(messages)
 
 
 __all__ = ["AuthorizerError", "aggregate_messages"]

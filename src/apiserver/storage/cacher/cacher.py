@@ -68,6 +68,7 @@ from apiserver.storage.interface import (
     UnavailableError,
     Watch,
     WatchEvent,
+    prefix_end,
 )
 
 __all__ = [
@@ -93,17 +94,6 @@ LIST_PAGE = 5000
 BACKOFF_INITIAL = 0.05
 BACKOFF_FACTOR = 2.0
 BACKOFF_MAX = 2.0
-
-
-def _prefix_end(prefix: bytes) -> bytes | None:
-    """The smallest key greater than every key with ``prefix`` (None: no upper bound)."""
-    end = bytearray(prefix)
-    while end:
-        if end[-1] < 0xFF:
-            end[-1] += 1
-            return bytes(end)
-        end.pop()
-    return None
 
 
 def _too_large(min_revision: int, current: int, prefix: bytes) -> StorageTimeoutError:
@@ -610,7 +600,7 @@ class _PrefixCache:
     def snapshot(self, prefix: bytes) -> RangeResult:
         keys = self._keys
         lo = bisect_left(keys, prefix)
-        end = _prefix_end(prefix)
+        end = prefix_end(prefix)
         hi = bisect_left(keys, end, lo) if end is not None else len(keys)
         m = self._map
         kvs = tuple([m[k] for k in keys[lo:hi]])

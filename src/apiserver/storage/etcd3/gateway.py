@@ -48,6 +48,7 @@ from apiserver.storage.interface import (
     StorageTimeoutError,
     UnavailableError,
 )
+from apiserver.storage.interface import prefix_end as _prefix_end
 
 #: Idle keep-alive connections kept per etcd endpoint. Twisted's default is 2, which would make
 #: every request beyond the second open a fresh TCP connection under concurrent load; the
@@ -83,15 +84,10 @@ def as_int(value: Any) -> int:
 def prefix_end(prefix: bytes) -> bytes:
     """The etcd ``range_end`` that selects every key starting with ``prefix``.
 
-    Like clientv3's ``GetPrefixRangeEnd``: increment the last byte that is not 0xff and drop
-    what follows; a prefix of only 0xff bytes (or empty) gives ``\\0``, meaning "to the end".
+    :func:`apiserver.storage.interface.prefix_end` in the gateway's spelling: a prefix of
+    only 0xff bytes (or empty) gives ``\\0``, meaning "to the end".
     """
-    end = bytearray(prefix)
-    for i in range(len(end) - 1, -1, -1):
-        if end[i] < 0xFF:
-            end[i] += 1
-            return bytes(end[: i + 1])
-    return b"\x00"
+    return _prefix_end(prefix) or b"\x00"
 
 
 class LeaseNotFoundError(StorageError):

@@ -5,6 +5,11 @@ Layout (schema version 1):
 ``log``
     One row per write, ``id`` is the revision (``INTEGER PRIMARY KEY AUTOINCREMENT``, so a
     revision is never reused even after compaction deleted the newest rows' predecessors).
+    The store's current revision is ``sqlite_sequence.seq`` of ``log``. Like etcd, whose
+    first revision is 1 (a new cluster reports revision 1, its first write is revision 2),
+    a new store starts at revision 1: ``open_writer`` seeds the sequence with 1. So a list
+    of an empty store never reports ``resourceVersion`` "0", which the API reserves for
+    "any version".
     ``created``/``deleted`` mark creates and delete tombstones; ``create_revision`` is the
     revision at which this incarnation of the key was created, ``prev_revision`` the id of the
     row this one replaced (0 for a create), ``lease`` the TTL in seconds (0: none). A tombstone
@@ -130,6 +135,7 @@ def open_writer(path: str) -> tuple[sqlite3.Connection, int, int]:
                         f"supports ({SCHEMA_VERSION}); use a newer server or another --data-dir"
                     )
                 # version < SCHEMA_VERSION: migrations go here when version 2 exists.
+            _start_at_revision_one(conn)
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
@@ -139,6 +145,26 @@ def open_writer(path: str) -> tuple[sqlite3.Connection, int, int]:
     except BaseException:
         conn.close()
         raise
+
+
+#: The revision of a store nothing was written to (etcd's first revision).
+FIRST_REVISION = 1
+
+
+def _start_at_revision_one(conn: sqlite3.Connection) -> None:
+    """Seed ``log``'s sequence with :data:`FIRST_REVISION` unless writes already moved it.
+
+    Runs at every open, in the open's transaction, so it also migrates files of earlier
+    versions of the server, which started at revision 0: one that was never written to has
+    no sequence row yet and moves to revision 1 (no client can hold a revision above 0 of
+    it); one with writes has a sequence of at least 1 and keeps its numbering. The layout
+    is unchanged, so the schema version stays the same and older servers still open the file.
+    """
+    row = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'log'").fetchone()
+    if row is None:
+        conn.execute("INSERT INTO sqlite_sequence (name, seq) VALUES ('log', ?)", (FIRST_REVISION,))
+    elif row[0] < FIRST_REVISION:
+        conn.execute("UPDATE sqlite_sequence SET seq = ? WHERE name = 'log'", (FIRST_REVISION,))
 
 
 def read_revisions(conn: sqlite3.Connection) -> tuple[int, int]:

@@ -3,8 +3,10 @@
 Design (see ``schema.py`` for the tables):
 
 * Every write appends a row to ``log``; the row id is the store revision, as in kine and etcd.
-  ``current`` maps each live key to its latest row, updated in the same transaction, so reads
-  at the latest revision never aggregate over history.
+  As in etcd, a new store is at revision 1 and its first write is revision 2, so no list
+  reports revision 0 (``resourceVersion`` "0" means "any" in the API). ``current`` maps
+  each live key to its latest row, updated in the same transaction, so reads at the latest
+  revision never aggregate over history.
 * Writes go through one dedicated writer thread with its own connection (the only writer
   SQLite allows anyway). Requests queue up while a transaction commits; the writer takes all
   of them into the next transaction (group commit), so one fsync acknowledges many writes.
@@ -57,6 +59,7 @@ from apiserver.storage.interface import (
     StorageTimeoutError,
     UnavailableError,
     WatchEvent,
+    prefix_end,
 )
 from apiserver.storage.sqlite import schema
 
@@ -73,19 +76,6 @@ COMPACT_STEP = 10_000
 REPLAY_PAGE = 1000
 #: Expired keys one sweep transaction deletes (more are taken by the next one at once).
 SWEEP_BATCH = 1000
-
-
-def prefix_end(prefix: bytes) -> bytes | None:
-    """etcd's range end for ``prefix``: the smallest key greater than every key with that
-    prefix (last byte incremented, trailing 0xff dropped); None when there is none (the empty
-    prefix, or all 0xff), meaning "to the end of the key space"."""
-    end = bytearray(prefix)
-    while end:
-        if end[-1] < 0xFF:
-            end[-1] += 1
-            return bytes(end)
-        end.pop()
-    return None
 
 
 # --------------------------------------------------------------------------------------------
@@ -169,6 +159,24 @@ class _Writer:
         row: tuple[int, int, int, bytes] | None = self.cur.execute(_SQL_CURRENT, (key,)).fetchone()
         return row
 
+    def _matching(self, key: bytes, expected: int) -> KeyValue:
+        """The key's current value, checked against the precondition of an update or delete:
+        KeyNotFoundError if it is gone, ConflictError unless ``expected`` (0: any) is its
+        revision."""
+        row = self._current(key)
+        if row is None:
+            raise KeyNotFoundError(f"key {key!r} not found", key=key)
+        mod, created, lease, old = row
+        current = KeyValue(key, old, created, mod, lease)
+        if expected and expected != mod:
+            raise ConflictError(
+                f"key {key!r} is at revision {mod}, not {expected}",
+                key=key,
+                revision=mod,
+                current=current,
+            )
+        return current
+
     # -- operations (called as op.fn(writer, *args)) --------------------------------------
 
     def create(self, key: bytes, value: bytes, ttl: int, expires: float | None) -> KeyValue:
@@ -191,18 +199,8 @@ class _Writer:
         self, key: bytes, value: bytes, expected: int, ttl: int, expires: float | None
     ) -> KeyValue:
         cur = self.cur
-        row = self._current(key)
-        if row is None:
-            raise KeyNotFoundError(f"key {key!r} not found", key=key)
-        mod, created, lease, old = row
-        prev = KeyValue(key, old, created, mod, lease)
-        if expected and expected != mod:
-            raise ConflictError(
-                f"key {key!r} is at revision {mod}, not {expected}",
-                key=key,
-                revision=mod,
-                current=prev,
-            )
+        prev = self._matching(key, expected)
+        mod, created = prev.mod_revision, prev.create_revision
         rev = self._take_rev()
         cur.execute(_SQL_INSERT_LOG, (rev, key, 0, 0, created, mod, ttl, value))
         cur.execute(
@@ -215,24 +213,14 @@ class _Writer:
 
     def delete(self, key: bytes, expected: int) -> KeyValue:
         cur = self.cur
-        row = self._current(key)
-        if row is None:
-            raise KeyNotFoundError(f"key {key!r} not found", key=key)
-        mod, created, lease, old = row
-        prev = KeyValue(key, old, created, mod, lease)
-        if expected and expected != mod:
-            raise ConflictError(
-                f"key {key!r} is at revision {mod}, not {expected}",
-                key=key,
-                revision=mod,
-                current=prev,
-            )
+        prev = self._matching(key, expected)
+        mod, created = prev.mod_revision, prev.create_revision
         rev = self._take_rev()
         cur.execute(_SQL_INSERT_LOG, (rev, key, 0, 1, created, mod, 0, None))
         cur.execute("DELETE FROM current WHERE name = ?", (key,))
         # etcd's DELETE event carries only the key and the deletion revision.
         self.events.append(WatchEvent("DELETE", KeyValue(key, b"", 0, rev, 0), prev))
-        return KeyValue(key, old, created, rev, lease)
+        return KeyValue(key, prev.value, created, rev, prev.lease)
 
     def sweep(self, now: float, limit: int) -> bool:
         """Delete keys whose expiry is at or before ``now``; True if more may be expired."""
