@@ -958,3 +958,45 @@ def test_the_short_frame_repr_is_hyperframes_text() -> None:
         data = bytes(range(256)) * (size // 256 + 1)
         assert _short_data_repr(data[:size]) == original(data[:size])
     assert _short_data_repr(None) == original(None)
+
+
+def test_the_caching_decoder_decodes_as_hpack_does() -> None:
+    """Blocks replayed, blocks that grow or evict the table, size updates: same headers as
+    a plain hpack Decoder fed the same sequence."""
+    import hpack
+
+    from apiserver.http.h2 import _CachingDecoder
+
+    encoder = hpack.Encoder()
+    encoder.header_table_size = 256  # small: entries get evicted
+    request = [(b":method", b"GET"), (b":path", b"/apis/x"), (b"accept", b"application/json")]
+    blocks = [encoder.encode(request) for _ in range(3)]
+    for n in range(12):
+        blocks.append(encoder.encode([*request, (b"x-custom", b"value-%d" % n)]))
+        blocks.append(encoder.encode(request))
+    blocks.append(encoder.encode([(b":method", b"GET"), hpack.NeverIndexedHeaderTuple(b"s", b"v")]))
+    blocks += [encoder.encode(request)] * 3
+    plain, caching = hpack.Decoder(), _CachingDecoder()
+    for block in blocks:
+        assert caching.decode(block, raw=True) == plain.decode(block, raw=True)
+    assert list(caching.header_table.dynamic_entries) == list(plain.header_table.dynamic_entries)
+    assert caching._blocks  # the repeated indexed-only blocks were kept
+
+
+def test_the_caching_decoder_forgets_blocks_when_the_table_changes() -> None:
+    import hpack
+
+    from apiserver.http.h2 import _CachingDecoder
+
+    encoder = hpack.Encoder()
+    first = encoder.encode([(b"a", b"1")])  # literal with indexing: the table changes
+    indexed = encoder.encode([(b"a", b"1")])  # now an index into the table
+    decoder = _CachingDecoder()
+    decoder.decode(first, raw=True)
+    assert not decoder._blocks
+    assert decoder.decode(indexed, raw=True) == [(b"a", b"1")]
+    assert len(decoder._blocks) == 1
+    decoder.decode(encoder.encode([(b"b", b"2")]), raw=True)  # grows the table
+    assert not decoder._blocks
+    # The same index bytes now mean the newer entry: no stale answer.
+    assert decoder.decode(indexed, raw=True) == [(b"b", b"2")]
