@@ -145,6 +145,14 @@ class Registry:
         result: tuple[bool, KeyValue | None] = fast(key)
         return result
 
+    def get_now(self, namespace: str, name: str) -> tuple[bool, Obj | None]:
+        """(True, object or None when absent) if the store can answer from memory at once
+        (the embedded store's committed state), else (False, None): use :meth:`get`."""
+        known, value = self._current_value(self.key(namespace, name))
+        if not known:
+            return False, None
+        return True, (self.decode(value) if value is not None else None)
+
     async def get(self, namespace: str, name: str) -> Obj:
         key = self.key(namespace, name)
         known, value = self._current_value(key)

@@ -166,6 +166,10 @@ class EventsAPI:
                 return errors.method_not_supported().response()
             return self._run(self.watch(request, info, target))
         if target.is_item:
+            if method == "GET":
+                answer = self._get_now(request, info, target)
+                if answer is not None:
+                    return answer
             handler = {
                 "GET": self.get,
                 "PUT": self.update,
@@ -329,6 +333,22 @@ class EventsAPI:
                 raise errors.too_large_resource_version(wanted, current)
         obj = await self.registry.get(target.namespace, target.name)
         return self._render_object(request, info, 200, obj, stored=True)
+
+    def _get_now(self, request: Any, info: RequestInfo, target: Target) -> Response | None:
+        """A GET answered without a coroutine when the store knows the object at once (the
+        embedded store's committed state: the answer :meth:`get` would give); else None."""
+        assert target.namespace is not None and target.name is not None
+        if _query_str(info.query, b"resourceVersion") not in ("", "0"):
+            return None
+        known, obj = self.registry.get_now(target.namespace, target.name)
+        if not known:
+            return None
+        try:
+            if obj is None:
+                raise errors.not_found(GR, target.name)
+            return self._render_object(request, info, 200, obj, stored=True)
+        except errors.StatusError as error:
+            return error.response()
 
     # --- create ----------------------------------------------------------------------------
 
