@@ -623,8 +623,33 @@ class _LiteralEncoder(hpack.Encoder):
     part of encoding a response header block, and literals are rare once the dynamic table
     holds the recurring fields; a block grows by a few bytes."""
 
+    MAX_MEMO = 256
+
+    def __init__(self) -> None:
+        super().__init__()
+        #: (name, value) -> its encoding while the dynamic table stays as it is: a response's
+        #: recurring fields (content-type, cache-control, the Date of this second) are
+        #: indexed references whose bytes only change when the table does.
+        self._memo: dict[tuple[bytes, bytes], bytes] = {}
+
     def encode(self, headers: Any, huffman: bool = True) -> bytes:
         return bytes(super().encode(headers, huffman=False))
+
+    def add(self, to_add: tuple[bytes, bytes], sensitive: bool, huffman: bool = False) -> bytes:
+        if sensitive:
+            return super().add(to_add, sensitive, False)
+        memo = self._memo
+        known = memo.get(to_add)
+        if known is not None:
+            return known
+        entries = self.header_table.dynamic_entries
+        before = (len(entries), entries[0] if entries else None)
+        encoded = super().add(to_add, sensitive, False)
+        if len(entries) != before[0] or (entries[0] if entries else None) is not before[1]:
+            memo.clear()  # the table moved: every remembered index may now be wrong
+        elif len(memo) < self.MAX_MEMO:
+            memo[to_add] = encoded
+        return encoded
 
 
 class _CachingDecoder(hpack.Decoder):

@@ -1000,3 +1000,32 @@ def test_the_caching_decoder_forgets_blocks_when_the_table_changes() -> None:
     assert not decoder._blocks
     # The same index bytes now mean the newer entry: no stale answer.
     assert decoder.decode(indexed, raw=True) == [(b"b", b"2")]
+
+
+def test_the_literal_encoder_memo_matches_a_fresh_encoding() -> None:
+    """Blocks from the memoizing encoder decode to the headers given, whatever the table
+    did in between (new fields, evictions, sensitive fields)."""
+    import hpack
+
+    from apiserver.http.h2 import _LiteralEncoder
+
+    encoder = _LiteralEncoder()
+    encoder.header_table_size = 200
+    decoder = hpack.Decoder()
+    decoder.max_allowed_table_size = 200
+    decoder.header_table_size = 200
+    for n in range(40):
+        headers = [
+            (b":status", b"200"),
+            (b"content-type", b"application/json"),
+            (b"date", b"second-%d" % (n // 3)),
+            hpack.NeverIndexedHeaderTuple(b"audit-id", b"id-%d" % n),
+            (b"x-extra-%d" % (n % 5), b"v" * (n % 7)),
+        ]
+        block = encoder.encode(headers)
+        assert decoder.decode(block, raw=True) == [tuple(h) for h in headers]
+    stable = [(b":status", b"200"), (b"content-type", b"application/json")]
+    first = encoder.encode(stable)
+    assert encoder.encode(stable) == first
+    assert set(encoder._memo) == set(stable)
+    assert decoder.decode(first, raw=True) == stable
