@@ -112,6 +112,7 @@ class FastH2Connection(_http2.H2Connection):
         self._undrained = 0
         # Cleanup Deferreds of streams a pass ended, fired once their frames are written.
         self._finished: list[tuple[Deferred[int], int]] = []
+        self._host: Any = None
         super().__init__(reactor)
         conn = self.conn
         # Header blocks are checked here instead (same rules, one pass; see
@@ -261,6 +262,14 @@ class FastH2Connection(_http2.H2Connection):
         self._scheduleSend()
 
     # -- queueing ---------------------------------------------------------------------
+
+    def getHost(self) -> Any:
+        """The local address, asked of the socket once per connection instead of once per
+        request (twisted.web's Request reads it for every stream; it cannot change)."""
+        host = self._host
+        if host is None:
+            host = self._host = super().getHost()
+        return host
 
     def writeHeaders(
         self, version: bytes, code: bytes, reason: bytes, headers: Any, streamID: int

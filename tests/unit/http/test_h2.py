@@ -1029,3 +1029,23 @@ def test_the_literal_encoder_memo_matches_a_fresh_encoding() -> None:
     assert encoder.encode(stable) == first
     assert set(encoder._memo) == set(stable)
     assert decoder.decode(first, raw=True) == stable
+
+
+def test_the_local_address_is_asked_once_per_connection() -> None:
+    from twisted.internet.address import IPv4Address
+
+    from apiserver.http.h2 import FastH2Connection
+
+    class Transport:
+        calls = 0
+
+        def getHost(self) -> IPv4Address:
+            Transport.calls += 1
+            return IPv4Address("TCP", "127.0.0.1", 6443)
+
+    conn = FastH2Connection.__new__(FastH2Connection)
+    conn._host = None
+    conn.transport = Transport()  # type: ignore[assignment]
+    assert conn.getHost() == IPv4Address("TCP", "127.0.0.1", 6443)
+    assert conn.getHost() is conn.getHost()
+    assert Transport.calls == 1
