@@ -65,20 +65,19 @@ from typing import IO, Any
 import httptools
 from twisted.internet import interfaces
 from twisted.internet._producer_helpers import _PullToPush
-from twisted.internet.defer import Deferred
 from twisted.internet.protocol import Protocol, connectionDone
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 from twisted.web import http
-from twisted.web.http_headers import Headers, _nameEncoder
+from twisted.web.http import _NoPushProducer
+
+from apiserver.http.h1request import H1Request, RequestHeaders, canonical_name, names
 
 log = Logger()
 
 #: Bytes written for a request that cannot be parsed (twisted.web's exact answer).
 BAD_REQUEST = b"HTTP/1.1 400 Bad Request\r\n\r\n"
 CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
-#: Response codes that never have a body (twisted.web's ``NO_BODY_CODES``).
-NO_BODY_CODES = frozenset((204, 304))
 #: Request bodies up to this size stay in memory; larger ones go to a temporary file
 #: (twisted.web's threshold).
 BODY_IN_MEMORY = 100_000
@@ -88,18 +87,6 @@ _CONNECTION = b"Connection"
 _EXPECT = b"Expect"
 _CONTENT_LENGTH = b"Content-Length"
 _TRANSFER_ENCODING = b"Transfer-Encoding"
-
-#: Canonical (twisted ``Headers``) spelling of received header names, so that each name is
-#: canonicalised once; bounded, as clients choose the names.
-_names: dict[bytes, bytes] = {}
-_NAMES_MAX = 1024
-
-
-def _canonical(name: bytes) -> bytes:
-    canonical = _nameEncoder.encode(name)
-    if len(_names) < _NAMES_MAX:
-        _names[name] = canonical
-    return canonical
 
 
 def _has_token(values: list[bytes] | None, token: bytes) -> bool:
@@ -119,251 +106,6 @@ class _TooLarge(Exception):
 
 class _Stop(Exception):
     """Raised from ``on_message_complete`` to stop parsing after a closing request."""
-
-
-class _RequestHeaders(Headers):
-    """twisted.web ``Headers`` filled from an already canonical ``{name: [values]}`` dict.
-
-    The parser has validated names and values (RFC 9110 tokens, no CR/LF/NUL), which is
-    what ``Headers.addRawHeader`` checks one call at a time.
-    """
-
-    __slots__ = ()
-
-    def __init__(self, raw: dict[bytes, list[bytes]]) -> None:
-        self._rawHeaders = raw
-
-    def copy(self) -> Headers:
-        return Headers(self._rawHeaders)
-
-
-class H1Request:
-    """One HTTP/1.x request and its response: the part of twisted.web's ``Request`` that
-    the project uses (``grep -rn 'request\\.' src/apiserver``), with the same names and
-    semantics, so that ``App.handle`` serves it unchanged.
-
-    Subclasses override :meth:`process`, as with twisted.web.
-    """
-
-    code: int = 200
-    code_message: bytes = b"OK"
-    finished = 0
-    startedWriting = 0
-    chunked = 0
-    sentLength = 0
-    producer: Any = None
-    streamingProducer = False
-    queued = 0
-    _disconnected = False
-    _noBody = False
-    #: An ``Expect: 100-continue`` not answered yet (the request waits behind another).
-    _expectContinue = False
-
-    def __init__(
-        self,
-        channel: H1Channel,
-        method: bytes,
-        uri: bytes,
-        clientproto: bytes,
-        headers: Headers,
-        content: IO[bytes],
-        keepAlive: bool,
-    ) -> None:
-        self.channel: H1Channel | None = channel
-        self.transport = channel.transport
-        self.client = channel._peer
-        self.host = channel._host
-        self.method = method
-        self.uri = uri
-        self.path = uri.partition(b"?")[0]
-        self.clientproto = clientproto
-        self.requestHeaders = headers
-        self.responseHeaders = Headers()
-        self.content: IO[bytes] | None = content
-        self.keepAlive = keepAlive
-        self.notifications: list[Deferred[None]] = []
-
-    def __repr__(self) -> str:
-        return (
-            f"<{type(self).__name__} at 0x{id(self):x} method={self.method.decode('latin-1')}"
-            f" uri={self.uri.decode('latin-1')} clientproto={self.clientproto.decode()}>"
-        )
-
-    # -- what the application reads ---------------------------------------------------
-
-    @property
-    def args(self) -> dict[bytes, list[bytes]]:
-        """The query, as twisted.web's ``request.args`` (parsed on first use)."""
-        args = self.__dict__.get("_args")
-        if args is None:
-            _, sep, query = self.uri.partition(b"?")
-            args = http.parse_qs(query, 1) if sep else {}
-            self.__dict__["_args"] = args
-        return args
-
-    @args.setter
-    def args(self, value: dict[bytes, list[bytes]]) -> None:
-        self.__dict__["_args"] = value
-
-    def getHeader(self, key: Any) -> Any:
-        """The last value of a request header, or None."""
-        values = self.requestHeaders.getRawHeaders(key)
-        if values is not None:
-            return values[-1]
-        return None
-
-    def getAllHeaders(self) -> dict[bytes, bytes]:
-        return {k.lower(): v[-1] for k, v in self.requestHeaders.getAllRawHeaders()}
-
-    def getClientAddress(self) -> Any:
-        return self.client
-
-    def getHost(self) -> Any:
-        return self.host
-
-    def getRequestHostname(self) -> bytes:
-        """The host the client asked for (twisted.web's rules)."""
-        return http.Request.getRequestHostname(self)  # type: ignore[arg-type]
-
-    def isSecure(self) -> bool:
-        channel = self.channel
-        return channel is not None and channel._secure
-
-    def process(self) -> None:
-        """Serve the request (subclasses); called once its body has arrived."""
-
-    # -- the response -----------------------------------------------------------------
-
-    def setResponseCode(self, code: int, message: bytes | None = None) -> None:
-        self.code = code
-        self.code_message = (
-            message if message is not None else http.RESPONSES.get(code, b"Unknown Status")
-        )
-
-    def setHeader(self, name: Any, value: Any) -> None:
-        self.responseHeaders.setRawHeaders(name, [value])
-
-    def notifyFinish(self) -> Deferred[None]:
-        """Fires with None once the response is finished, or fails if the connection is
-        lost first (twisted.web's contract)."""
-        d: Deferred[None] = Deferred()
-        self.notifications.append(d)
-        return d
-
-    def _head(self) -> bytes:
-        """The status line and headers; decides chunking as twisted.web's ``write`` does."""
-        headers = self.responseHeaders
-        version = self.clientproto
-        code = self.code
-        if code in NO_BODY_CODES or self.method == b"HEAD":
-            self._noBody = True
-        elif version == b"HTTP/1.1" and not headers.hasHeader(_CONTENT_LENGTH):
-            headers.setRawHeaders(_TRANSFER_ENCODING, [b"chunked"])
-            self.chunked = 1
-        parts = [b"%s %d %s\r\n" % (version, code, self.code_message)]
-        append = parts.append
-        for name, values in headers.getAllRawHeaders():
-            for value in values:
-                append(b"%s: %s\r\n" % (name, value))
-        append(b"\r\n")
-        return b"".join(parts)
-
-    def write(self, data: bytes) -> None:
-        """Send ``data`` as (part of) the body; the first call sends the head with it."""
-        if self.finished:
-            raise RuntimeError(
-                "Request.write called on a request after Request.finish was called."
-            )
-        if self._disconnected:
-            # As twisted.web: dropped; finish() raises.
-            return
-        channel = self.channel
-        assert channel is not None
-        if not self.startedWriting:
-            self.startedWriting = 1
-            head = self._head()
-            if self._noBody or not data:
-                channel.writeData(head)
-                return
-            self.sentLength = len(data)
-            if self.chunked:
-                channel.writeData(b"%s%x\r\n%s\r\n" % (head, len(data), data))
-            else:
-                channel.writeData(head + data)
-            return
-        if self._noBody or not data:
-            return
-        self.sentLength += len(data)
-        if self.chunked:
-            channel.writeData(b"%x\r\n%s\r\n" % (len(data), data))
-        else:
-            channel.writeData(data)
-
-    def finish(self) -> None:
-        """The response is complete (twisted.web's checks and warnings)."""
-        if self._disconnected:
-            raise RuntimeError(
-                "Request.finish called on a request after its connection was lost; "
-                "use Request.notifyFinish to keep track of this."
-            )
-        if self.finished:
-            import warnings
-
-            warnings.warn("Warning! request.finish called twice.", stacklevel=2)
-            return
-        channel = self.channel
-        assert channel is not None
-        if not self.startedWriting:
-            self.write(b"")
-        if self.chunked:
-            channel.writeData(b"0\r\n\r\n")
-        logger = channel._accessLog
-        if logger is not None:
-            logger(self)
-        self.finished = 1
-        if self.producer is not None:
-            log.failure(
-                "", Failure(RuntimeError(f"Producer was not unregistered for {self.uri!r}"))
-            )
-            self.unregisterProducer()
-        self.channel = None
-        self.content = None
-        channel.requestDone(self)
-        notifications, self.notifications = self.notifications, []
-        for d in notifications:
-            d.callback(None)
-
-    def registerProducer(self, producer: Any, streaming: bool) -> None:
-        if self.producer is not None:
-            raise ValueError(
-                f"registering producer {producer} before previous one ({self.producer}) was "
-                "unregistered"
-            )
-        channel = self.channel
-        if channel is None:
-            raise RuntimeError("registerProducer on a finished or disconnected request")
-        self.streamingProducer = streaming
-        self.producer = producer
-        channel.registerProducer(producer, streaming)
-
-    def unregisterProducer(self) -> None:
-        channel = self.channel
-        if channel is not None:
-            channel.unregisterProducer()
-        self.producer = None
-
-    def loseConnection(self) -> None:
-        if self.channel is not None:
-            self.channel.loseConnection()
-
-    def connectionLost(self, reason: Failure) -> None:
-        """The connection went away before the response was finished."""
-        self._disconnected = True
-        self.channel = None
-        self.content = None
-        notifications, self.notifications = self.notifications, []
-        for d in notifications:
-            d.errback(reason)
 
 
 class H1Channel(Protocol):
@@ -409,8 +151,10 @@ class H1Channel(Protocol):
         self._url = b""
         self._raw: dict[bytes, list[bytes]] = {}
         self._headerCount = 0
+        #: Bytes of the header block so far: the request target and the complete fields.
         self._headerBytes = 0
-        self._messages = 0
+        #: Bytes of the field (or request line) not complete at the end of the last read.
+        self._partial = 0
         self._big = False
         #: A synthetic message is being parsed for the body of an Upgrade request.
         self._bodyOnly = False
@@ -446,7 +190,7 @@ class H1Channel(Protocol):
         factory = self.factory
         if factory is not None and getattr(factory, "log_requests", True):
             self._accessLog = factory.log
-        self._networkProducer = interfaces.IPushProducer(transport, http._NoPushProducer())
+        self._networkProducer = interfaces.IPushProducer(transport, _NoPushProducer())
         self._networkProducer.registerProducer(self, True)
         self._lastActivity = self.seconds()
         self._armTimer()
@@ -490,14 +234,18 @@ class H1Channel(Protocol):
             if self._buffered > self.eagerReadSize and not self._readPaused:
                 self._readPaused = True
                 self._networkProducer.pauseProducing()
-        continued = self._inHeaders
-        before = self._messages
         self._feed(data)
-        if continued and self._inHeaders and self._messages == before and not self._stopped:
-            # The whole read belongs to one header block that is still incomplete: count
-            # it, so that a block never completed cannot grow without limit.
-            self._headerBytes += len(data)
-            if self._headerBytes > self.totalHeadersSize:
+        if self._inHeaders and not self._stopped:
+            # A header block is incomplete at the end of this read. Its unfinished line
+            # is what follows the last line feed (or the whole read, if it has none,
+            # added to what came before): counted, so that a block that never ends
+            # cannot grow without limit while llhttp buffers it.
+            newline = data.rfind(b"\n")
+            if newline >= 0:
+                self._partial = len(data) - newline - 1
+            else:
+                self._partial += len(data)
+            if self._headerBytes + self._partial > self.totalHeadersSize:
                 self._parseFailed()
         if self._active is None and self._queue:
             self._dispatchNext()
@@ -537,25 +285,27 @@ class H1Channel(Protocol):
         self._raw = {}
         self._headerCount = 0
         self._headerBytes = 0
-        self._messages += 1
+        self._partial = 0
 
     def on_url(self, url: bytes) -> None:
         if self._bodyOnly:
             return
         self._url += url
-        self._headerBytes += len(url)
-        if self._headerBytes > self.totalHeadersSize:
+        if len(self._url) > self.totalHeadersSize:
             raise _TooLarge()
 
     def on_header(self, name: bytes, value: bytes) -> None:
         if not self._inHeaders:
             # Chunked trailers: ignored, as twisted.web does.
             return
+        if not self._headerCount:
+            self._headerBytes = len(self._url)
         self._headerCount += 1
         self._headerBytes += len(name) + len(value) + 2
+        self._partial = 0
         if self._headerCount > self.maxHeaders or self._headerBytes > self.totalHeadersSize:
             raise _TooLarge()
-        canonical = _names.get(name) or _canonical(name)
+        canonical = names.get(name) or canonical_name(name)
         if value and (value[-1] in b" \t"):
             value = value.rstrip(b" \t")
         values = self._raw.get(canonical)
@@ -578,12 +328,10 @@ class H1Channel(Protocol):
         length = raw.get(_CONTENT_LENGTH)
         chunked = _TRANSFER_ENCODING in raw
         size = int(length[0]) if length else 0
-        content: IO[bytes] = (
-            tempfile.TemporaryFile() if size > BODY_IN_MEMORY else BytesIO()
-        )
+        content: IO[bytes] = tempfile.TemporaryFile() if size > BODY_IN_MEMORY else BytesIO()
         self._big = size > BODY_IN_MEMORY
         request = self.requestFactory(
-            self, parser.get_method(), self._url, version, _RequestHeaders(raw), content, keepAlive
+            self, parser.get_method(), self._url, version, RequestHeaders(raw), content, keepAlive
         )
         if version == b"HTTP/1.1" and connection and not keepAlive:
             request.responseHeaders.setRawHeaders(_CONNECTION, [b"close"])
