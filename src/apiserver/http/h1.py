@@ -161,6 +161,7 @@ class H1Channel(Protocol):
         self._upgradeHead: bytes | None = None
         # Connection state.
         self._stopped = False
+        self._closing = False
         self._badRequest = False
         self._dispatching = False
         self._buffered = 0
@@ -426,6 +427,8 @@ class H1Channel(Protocol):
     def _drained(self) -> None:
         """Nothing left to answer: resume reading, answer a pending bad request, send a
         deferred ``100 Continue``, restart the idle timeout."""
+        if self._closing:
+            return
         self._buffered = 0
         if self._readPaused and not self._waitingForTransport:
             self._readPaused = False
@@ -482,6 +485,7 @@ class H1Channel(Protocol):
     def loseConnection(self) -> None:
         """Close once everything written is sent (twisted.web's ``HTTPChannel``)."""
         self._stopped = True
+        self._closing = True
         self._cancelTimer()
         if self._networkProducer is not None:
             self._networkProducer.unregisterProducer()

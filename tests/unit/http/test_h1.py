@@ -300,6 +300,17 @@ def test_http10_streaming_is_not_chunked() -> None:
     assert conn.closing
 
 
+def test_closing_response_is_not_followed_by_a_400_for_later_garbage() -> None:
+    pending: list[H1Request] = []
+    conn = Conn(handler=hold(pending))
+    conn.send(GET + b"GARBAGE\r\n\r\n")
+    assert pending[0].channel is not None
+    pending[0].channel.persistent = False
+    answer()(pending[0])
+    assert conn.take() == OK  # closed after it, as twisted.web: the rest is never read
+    assert conn.closing
+
+
 def test_persistent_false_closes_after_the_response() -> None:
     def refuse(request: H1Request) -> None:
         assert request.channel is not None
