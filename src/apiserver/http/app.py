@@ -27,6 +27,7 @@ from twisted.web import http
 from twisted.web.iweb import IRequest
 
 from apiserver.apimachinery.uid import new_uuid
+from apiserver.http.h1 import H1Channel
 from apiserver.http.response import Response
 from apiserver.http.status import not_found_status, not_found_text, status_body
 
@@ -372,5 +373,5 @@ class App:
 def _close_after(request: Any) -> None:
     """Make an HTTP/1.1 connection close after this response (HTTP/2 streams ignore it)."""
     channel = request.channel
-    if isinstance(channel, http.HTTPChannel):
+    if isinstance(channel, (http.HTTPChannel, H1Channel)):
         channel.persistent = False

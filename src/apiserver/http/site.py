@@ -4,6 +4,10 @@ Why a custom Request: twisted.web's ``Request.process`` adds a ``Server`` header
 kube-apiserver never sends, formats the ``Date`` anew on every request and walks a resource
 tree; we need none of that. The access log is off unless ``-v`` is 3 or more (DESIGN.md: the
 default per-request log costs about 40% of throughput).
+
+HTTP/1.x connections are served by :class:`apiserver.http.h1.H1Channel` with
+:class:`ApiH1Request` (the site's ``buildProtocol``); HTTP/2 streams (ALPN ``h2``) still get
+twisted.web requests, :class:`ApiRequest`. Both are served by :func:`serve`.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from twisted.web.http import datetimeToString
 from twisted.web.resource import Resource
 
 from apiserver.http.app import App
+from apiserver.http.h1 import H1Channel, H1Request
 
 log = Logger()
 
@@ -52,17 +57,31 @@ class ApiRequest(server.Request):
 
     def process(self) -> None:
         self.site = self.channel.site  # type: ignore[attr-defined]
-        self.responseHeaders.setRawHeaders(b"date", [_dates.now()])
         self.prepath = []
         self.postpath = []
-        app: App = self.site.app  # type: ignore[union-attr]
-        try:
-            app.handle(self)
-        except Exception:
-            log.failure("unhandled error serving {path}", path=self.path)
-            if not self.finished and not self.startedWriting:
-                self.setResponseCode(500)
-                self.finish()
+        serve(self, self.site.app)  # type: ignore[union-attr]
+
+
+class ApiH1Request(H1Request):
+    """An HTTP/1.x request (:mod:`apiserver.http.h1`) for the site's App."""
+
+    def process(self) -> None:
+        channel = self.channel
+        assert channel is not None
+        self.site = channel.site
+        serve(self, self.site.app)
+
+
+def serve(request: Any, app: App) -> None:
+    """Add the ``Date`` and run the App; a 500 if it raises before answering."""
+    request.responseHeaders.setRawHeaders(b"date", [_dates.now()])
+    try:
+        app.handle(request)
+    except Exception:
+        log.failure("unhandled error serving {path}", path=request.path)
+        if not request.finished and not request.startedWriting:
+            request.setResponseCode(500)
+            request.finish()
 
 
 class ApiSite(server.Site):
@@ -75,6 +94,19 @@ class ApiSite(server.Site):
         self.app = app
         self.log_requests = log_requests
         self.displayTracebacks = False
+
+    def buildProtocol(self, addr: Any) -> Any:
+        """An :class:`H1Channel`, which hands ALPN ``h2`` connections to HTTP/2."""
+        channel = H1Channel()
+        channel.factory = self
+        channel.site = self
+        channel.requestFactory = ApiH1Request
+        channel.h2RequestFactory = self.requestFactory
+        channel.timeOut = self.timeOut
+        reactor: Any = self.reactor
+        channel.callLater = reactor.callLater
+        channel.seconds = reactor.seconds
+        return channel
 
     def log(self, request: Any) -> None:
         if self.log_requests:
