@@ -769,3 +769,27 @@ async def test_paused_watch_overtaken_by_the_ring_is_ended(
         await within(w.done)
     finally:
         await store.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_current_revision_now_is_the_snapshots_revision(
+    backend: Backend, prefix: bytes, make_cacher: Any
+) -> None:
+    """On the embedded store, the revision a current snapshot would report is known without
+    taking it; on etcd (other servers write too) neither is known."""
+    store = backend.store
+    cacher, _ = await make_cacher(store, [prefix])
+    created = await cacher.create(prefix + b"ns/a", b"1")
+    await cached(cacher, prefix, created.mod_revision)
+    snapshot = cacher.current_snapshot(prefix + b"ns/")
+    now = cacher.current_revision_now(prefix + b"ns/")
+    if isinstance(store, SqliteStore):
+        assert snapshot is not None and now == snapshot.revision >= created.mod_revision
+        second = await cacher.create(prefix + b"ns/b", b"2")
+        await cached(cacher, prefix, second.mod_revision)
+        later = cacher.current_snapshot(prefix + b"ns/")
+        assert later is not None
+        assert cacher.current_revision_now(prefix + b"ns/") == later.revision > now
+    else:
+        assert snapshot is None and now is None
+    assert cacher.current_revision_now(b"/not/cached/") is None

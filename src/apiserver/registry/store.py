@@ -176,6 +176,15 @@ class Registry:
             return None, 0
         return self.decode(kv), kv.mod_revision
 
+    def list_revision_now(self, namespace: str | None) -> int | None:
+        """The revision a consistent :meth:`list_page` (no start key, no revision) would be
+        read at, when the store knows it at once (the embedded store's cache); else None."""
+        now = getattr(self.store, "current_revision_now", None)
+        if now is None:
+            return None
+        revision: int | None = now(self.prefix(namespace))
+        return revision
+
     async def current_revision(self) -> int:
         return await self.store.current_revision()
 

@@ -676,6 +676,14 @@ class EventsAPI:
                     raise errors.too_large_resource_version(wanted, current)
                 from_cache = self.registry.can_list_cached(namespace)
                 min_revision = wanted
+        if not from_cache and not start_key and not revision:
+            # A consistent read: if the store already knows the revision it would be read at,
+            # a body kept for this request at that revision is the answer.
+            now = self.registry.list_revision_now(namespace)
+            if now is not None:
+                known = self._kept_list(request, info, (now, bytes(request.uri)))
+                if known is not None:
+                    return known
         try:
             if from_cache:
                 page = await self.registry.list_cached(
@@ -720,6 +728,18 @@ class EventsAPI:
         # The same request at the same revision lists the same page: its JSON is reused.
         key = (page.revision, bytes(request.uri))
         return self._render_list(request, info, page.items, list_meta, key)
+
+    def _kept_list(
+        self, request: Any, info: RequestInfo, key: tuple[int, bytes]
+    ) -> Response | None:
+        """The kept JSON body for ``key``, if the request wants plain JSON and one is kept."""
+        body = self.list_bodies.get(key)
+        if body is None:
+            return None
+        out = self._output(request, info, is_list=True, is_watch=False)
+        if out.kind != "json" or self._pretty(request, info, out):
+            return None
+        return Response(200, (("Content-Type", out.media_type),), body)
 
     def _render_list(
         self,

@@ -788,6 +788,17 @@ class Cacher:
             return None
         return cache.snapshot(prefix)
 
+    def current_revision_now(self, prefix: bytes) -> int | None:
+        """The revision :meth:`current_snapshot` of ``prefix`` would report, without taking
+        the snapshot; None when it would return None."""
+        committed = getattr(self._store, "committed_revision", None)
+        if committed is None:
+            return None
+        cache = self._cache_for(prefix)
+        if cache is None or not cache.ready or cache.revision < committed():
+            return None
+        return cache.revision
+
     def current_value(self, key: bytes) -> tuple[bool, KeyValue | None]:
         """(True, value or None if absent) when the cache is provably current for ``key``,
         else (False, None); see :meth:`current_snapshot`."""
