@@ -23,11 +23,16 @@ from twisted.logger import Logger
 from twisted.protocols.tls import TLSMemoryBIOFactory
 from twisted.web.server import Site
 
+from apiserver.service.eagertcp import EagerServer
+
 log = Logger()
 
 
 class SharedPort(tcp.Port):
-    """A TCP port that may set ``SO_REUSEPORT``."""
+    """A TCP port that may set ``SO_REUSEPORT``, whose connections send eagerly
+    (:mod:`apiserver.service.eagertcp`)."""
+
+    transport = EagerServer
 
     def __init__(self, *args: Any, reuse_port: bool = False, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
