@@ -77,6 +77,7 @@ from twisted.internet import interfaces
 from twisted.internet._producer_helpers import _PullToPush
 from twisted.internet.protocol import Protocol, connectionDone
 from twisted.logger import Logger
+from twisted.protocols.tls import BufferingTLSTransport, TLSMemoryBIOProtocol
 from twisted.python.failure import Failure
 from twisted.web import http
 from twisted.web.http import _NoPushProducer
@@ -91,6 +92,9 @@ CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 #: Request bodies up to this size stay in memory; larger ones go to a temporary file
 #: (twisted.web's threshold).
 BODY_IN_MEMORY = 100_000
+#: Streamed body pieces at least this long go to TLS at once instead of through Twisted's
+#: small-write buffer (see ``H1Channel.writeStreamData``).
+DIRECT_TLS_WRITE = 1024
 
 _VERSIONS = {"1.1": b"HTTP/1.1", "1.0": b"HTTP/1.0", "0.9": b"HTTP/0.9"}
 _CONNECTION = b"Connection"
@@ -474,6 +478,24 @@ class H1Channel(Protocol):
         transport = self.transport
         if transport is not None:
             transport.write(data)
+
+    def writeStreamData(self, data: bytes) -> None:
+        """A later piece of a streamed (chunked) body: a coalesced batch of watch events.
+
+        Pieces of DIRECT_TLS_WRITE bytes or more are encrypted at once, after anything still
+        waiting in Twisted's small-write buffer, instead of through that buffer, which
+        schedules a reactor call per connection only to write this one piece a turn later
+        (with a thousand watch connections, a thousand calls per batch). Whole responses
+        keep going through the buffer: measured, a GET answered that way is faster.
+        """
+        transport = self.transport
+        if transport is None:
+            return
+        if len(data) >= DIRECT_TLS_WRITE and isinstance(transport, BufferingTLSTransport):
+            transport._aggregator.flush()
+            TLSMemoryBIOProtocol.write(transport, data)
+            return
+        transport.write(data)
 
     writeData = _write
 

@@ -260,7 +260,7 @@ class H1Request:
             return
         self.sentLength += len(data)
         if self.chunked:
-            channel.writeData(b"%x\r\n%s\r\n" % (len(data), data))
+            channel.writeStreamData(b"%x\r\n%s\r\n" % (len(data), data))
         else:
             channel.writeData(data)
 

@@ -798,3 +798,43 @@ def test_no_alpn_stays_http1() -> None:
     channel.makeConnection(transport)
     channel.dataReceived(b"GET /hello HTTP/1.1\r\n\r\n")
     assert channel._h2 is None and transport.value().endswith(b"hi")
+
+
+def test_large_writes_go_to_tls_at_once_after_the_small_ones_waiting(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A streamed piece of DIRECT_TLS_WRITE bytes or more flushes Twisted's small-write
+    buffer, then is encrypted at once; whole writes and small pieces are left to that
+    buffer. Order is kept."""
+    from twisted.protocols.tls import BufferingTLSTransport, TLSMemoryBIOProtocol
+
+    from apiserver.http.h1 import DIRECT_TLS_WRITE
+
+    order: list[tuple[str, bytes]] = []
+
+    class Aggregator:
+        def __init__(self) -> None:
+            self.waiting: list[bytes] = []
+
+        def write(self, data: bytes) -> None:
+            self.waiting.append(data)
+
+        def flush(self) -> None:
+            if self.waiting:
+                order.append(("tls", b"".join(self.waiting)))
+                self.waiting.clear()
+
+    tls: Any = BufferingTLSTransport.__new__(BufferingTLSTransport)
+    tls._aggregator = Aggregator()
+    tls.write = tls._aggregator.write
+    monkeypatch.setattr(
+        TLSMemoryBIOProtocol, "write", lambda self, data: order.append(("tls", data))
+    )
+    channel = H1Channel()
+    channel.transport = tls
+    channel._write(b"head-and-first-chunk" * 100)  # whole writes: always the buffer
+    channel.writeStreamData(b"small")
+    assert order == []
+    big = b"x" * DIRECT_TLS_WRITE
+    channel.writeStreamData(big)
+    assert order == [("tls", b"head-and-first-chunk" * 100 + b"small"), ("tls", big)]
