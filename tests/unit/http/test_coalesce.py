@@ -92,3 +92,35 @@ def test_a_delay_holds_the_flush() -> None:
     assert stream.writes == []
     clock.advance(0.005)
     assert stream.writes == [b"a\n"]
+
+
+def test_after_a_fan_out_the_next_run_waits_a_little() -> None:
+    clock = Clock()
+    coalescer = WriteCoalescer(clock, busy_streams=3, busy_delay=0.02)
+    streams = [Stream(coalescer) for _ in range(3)]
+    for stream in streams:
+        stream.send(b"a\n")
+    clock.advance(0)  # the first fan-out leaves at once
+    assert all(s.writes == [b"a\n"] for s in streams)
+    for stream in streams:
+        stream.send(b"b\n")
+    clock.advance(0.01)
+    assert all(s.writes == [b"a\n"] for s in streams)  # held: the last run was busy
+    streams[0].send(b"c\n")
+    clock.advance(0.01)
+    assert streams[0].writes == [b"a\n", b"b\nc\n"]  # one write for both
+    assert streams[1].writes == [b"a\n", b"b\n"]
+
+
+def test_a_quiet_run_brings_back_next_turn_flushes() -> None:
+    clock = Clock()
+    coalescer = WriteCoalescer(clock, busy_streams=3, busy_delay=0.02)
+    streams = [Stream(coalescer) for _ in range(3)]
+    for stream in streams:
+        stream.send(b"a\n")
+    clock.advance(0)
+    streams[0].send(b"b\n")
+    clock.advance(0.02)  # busy delay for this run, which flushes one stream only
+    streams[0].send(b"c\n")
+    clock.advance(0)
+    assert streams[0].writes == [b"a\n", b"b\n", b"c\n"]
