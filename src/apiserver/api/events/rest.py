@@ -149,6 +149,7 @@ class EventsAPI:
         self.list_cached = list_cached
         self.encoded = EncodedEvents()
         self.list_bodies = ListBodies()
+        self._outputs: dict[tuple[str | None, bool, bool], Any] = {}
         #: Watch output leaves in one write per stream and reactor turn (http/coalesce.py).
         self.coalescer = WriteCoalescer(clock)
 
@@ -212,9 +213,17 @@ class EventsAPI:
     # --- shared pieces ---------------------------------------------------------------------
 
     def _output(self, request: Any, info: RequestInfo, *, is_list: bool, is_watch: bool) -> Any:
-        return negotiation.negotiate_output(
-            _header(request, b"accept") or None, is_list=is_list, is_watch=is_watch
-        )
+        accept = _header(request, b"accept") or None
+        key = (accept, is_list, is_watch)
+        known = self._outputs.get(key)
+        if known is not None:
+            return known
+        out = negotiation.negotiate_output(accept, is_list=is_list, is_watch=is_watch)
+        # Negotiation is a pure function of these three and its result is frozen: clients
+        # send the same few Accept headers, so the answers are kept (bounded; errors are not).
+        if len(self._outputs) < 256:
+            self._outputs[key] = out
+        return out
 
     def _pretty(self, request: Any, info: RequestInfo, out: Any = None) -> bool:
         if out is not None and getattr(out, "pretty", False):
