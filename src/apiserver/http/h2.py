@@ -287,12 +287,56 @@ class FastH2Connection(_http2.H2Connection):
                     _RESPONSE_FLAGS,
                 )
             )
+        elif self._sendResponseHeaders(streamID, block):
+            self._scheduleSend()
+            return
         try:
             self.conn.send_headers(streamID, block)
         except h2.exceptions.StreamClosedError:
             # Reset by the client meanwhile: dropped silently, as Twisted does.
             return
         self._scheduleSend()
+
+    def _sendResponseHeaders(self, streamID: int, block: list[tuple[bytes, bytes]]) -> bool:
+        """Queue the final response HEADERS of a stream without h2's machinery, or False.
+
+        For a server stream that has received its request and not yet answered (open or
+        half-closed remote), h2's ``send_headers`` is a transition to the same state whose
+        only effect is marking the headers sent, plus frame objects and a serialisation.
+        This does exactly that: the block is encoded with the connection's encoder (the
+        HPACK context moves the same way), framed as HEADERS (and CONTINUATION frames past
+        the peer's frame size), and appended to h2's own output buffer, so frames keep the
+        order h2 would give them. Informational (1xx) responses, trailers, closed or odd
+        states go through h2.
+        """
+        conn = self.conn
+        stream = conn.streams.get(streamID)
+        if stream is None or conn.state_machine.state is not ConnectionState.SERVER_OPEN:
+            return False
+        machine = stream.state_machine
+        if (
+            machine.state not in _DATA_STREAM_STATES
+            or machine.client is not False
+            or machine.headers_sent
+            or block[0][0] != b":status"
+            or block[0][1][:1] == b"1"
+        ):
+            return False
+        machine.headers_sent = True
+        encoded = conn.encoder.encode(block)
+        limit = conn.max_outbound_frame_size
+        frames = bytearray()
+        for offset in range(0, max(len(encoded), 1), limit):
+            piece = encoded[offset : offset + limit]
+            last = offset + limit >= len(encoded)
+            frame_type = 0x1 if offset == 0 else 0x9  # HEADERS, then CONTINUATION
+            size = len(piece)
+            frames += _FRAME_HEADER.pack(
+                size >> 8, size & 0xFF, frame_type, 0x4 if last else 0, streamID
+            )
+            frames += piece
+        conn._data_to_send += frames
+        return True
 
     def writeDataToStream(self, streamID: int, data: bytes) -> None:
         """Queue ``data``; pause the stream's producer once it has used up the window."""
@@ -503,7 +547,7 @@ class FastH2Connection(_http2.H2Connection):
                 pending = conn.data_to_send()
                 if pending:
                     out.append(pending)
-                out.append(_DATA_HEADER.pack(size >> 8, size & 0xFF, 0, 0, sid))
+                out.append(_FRAME_HEADER.pack(size >> 8, size & 0xFF, 0, 0, sid))
                 out.append(data)
                 return
         conn.send_data(sid, data, end_stream=end)
@@ -532,8 +576,8 @@ class FastH2Connection(_http2.H2Connection):
         super().connectionLost(reason, _cancelTimeouts)
 
 
-#: A DATA frame's header: 24-bit length (as 16 + 8 bits), type 0, no flags, stream id.
-_DATA_HEADER = struct.Struct(">HBBBL")
+#: A frame header: 24-bit length (as 16 + 8 bits), type, flags, stream id.
+_FRAME_HEADER = struct.Struct(">HBBBL")
 _DATA_STREAM_STATES = (StreamState.OPEN, StreamState.HALF_CLOSED_REMOTE)
 
 

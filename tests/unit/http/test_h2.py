@@ -109,6 +109,9 @@ class Routes(resource.Resource):
             return server.NOT_DONE_YET
         if path == b"/echo":
             return request.content.read()
+        if path.startswith(b"/header/"):
+            request.setHeader(b"x-long", b"v" * int(path[8:]))
+            return SMALL
         request.setResponseCode(404)
         return b"no"
 
@@ -1049,3 +1052,24 @@ def test_the_local_address_is_asked_once_per_connection() -> None:
     assert conn.getHost() == IPv4Address("TCP", "127.0.0.1", 6443)
     assert conn.getHost() is conn.getHost()
     assert Transport.calls == 1
+
+
+def test_response_headers_past_the_frame_size_use_continuation_frames() -> None:
+    """Headers sent without h2's machinery: a block longer than the peer's frame size is
+    split into HEADERS + CONTINUATION, decoded by the client as one block, and the HPACK
+    contexts stay in step across many responses."""
+    peer = Peer()
+    sizes = [10, 20_000, 10, 40_000, 10]
+    ids = [peer.request(b"/header/%d" % n) for n in sizes]
+    peer.server.dataReceived(peer.client.data_to_send())
+    peer.receive(peer.transport.value())
+    peer.transport.clear()
+    for sid, size in zip(ids, sizes, strict=True):
+        answer = peer.answers[sid]
+        assert answer.status == b"200"
+        assert dict(answer.headers)[b"x-long"] == b"v" * size
+        assert bytes(answer.body) == SMALL and answer.ended
+    kinds = [type(f).__name__ for f in peer.frames if f.stream_id == ids[1]]
+    assert kinds[:2] == ["HeadersFrame", "ContinuationFrame"]
+    peer.flush()
+    assert peer.server_state_empty()
