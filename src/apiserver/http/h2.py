@@ -64,7 +64,7 @@ import hyperframe.frame
 import priority
 from h2.connection import ConnectionState
 from h2.settings import SettingCodes, Settings
-from h2.stream import StreamState
+from h2.stream import StreamInputs, StreamState
 from twisted.internet.defer import Deferred
 from twisted.internet.error import ConnectionLost
 from twisted.internet.protocol import connectionDone
@@ -525,30 +525,36 @@ class FastH2Connection(_http2.H2Connection):
     def _sendData(self, sid: int, data: bytes, size: int, end: bool) -> None:
         """One DATA frame of ``size`` bytes (already within the windows and frame size).
 
-        A frame that does not end the stream is written here directly: in h2 it is a
-        transition from OPEN (or half-closed remote) to the same state with no callback, a
-        frame object, and two copies of the payload (serialising, then h2's output buffer),
-        which made up most of the cost of sending a large body. The flow-control windows are
-        charged exactly as h2 charges them and frames keep their order (whatever h2 queued
-        before goes out first). The frame that ends a stream, and any frame in another
-        state, goes through h2.
+        The frame is written here directly: in h2 it is a transition from OPEN (or
+        half-closed remote) to the same state with no callback, a frame object, and two
+        copies of the payload (serialising, then h2's output buffer), which made up most of
+        the cost of sending a large body. END_STREAM still goes through h2's stream state
+        machine (it closes the stream); the flow-control windows are charged exactly as h2
+        charges them and frames keep their order (whatever h2 queued before goes out
+        first). A frame in any other state goes through h2.
         """
         conn = self.conn
-        if not end and size:
+        if size or end:
             stream = conn.streams.get(sid)
             if (
                 stream is not None
                 and stream.state_machine.state in _DATA_STREAM_STATES
                 and conn.state_machine.state is ConnectionState.SERVER_OPEN
             ):
+                flags = 0
+                if end:
+                    # The one transition with an effect goes through h2's state machine.
+                    stream.state_machine.process_input(StreamInputs.SEND_END_STREAM)
+                    flags = 0x1
                 stream.outbound_flow_control_window -= size
                 conn.outbound_flow_control_window -= size
                 out = self._out
                 pending = conn.data_to_send()
                 if pending:
                     out.append(pending)
-                out.append(_FRAME_HEADER.pack(size >> 8, size & 0xFF, 0, 0, sid))
-                out.append(data)
+                out.append(_FRAME_HEADER.pack(size >> 8, size & 0xFF, 0, flags, sid))
+                if size:
+                    out.append(data)
                 return
         conn.send_data(sid, data, end_stream=end)
 
