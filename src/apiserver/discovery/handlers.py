@@ -27,6 +27,7 @@ from typing import Any
 
 import attrs
 
+from apiserver.apimachinery.negotiation import parse_accept
 from apiserver.discovery import documents as docs
 from apiserver.http.app import RequestInfo, Router
 from apiserver.http.response import Response
@@ -42,76 +43,8 @@ _STREAMING = {JSON_TYPE: True, YAML_TYPE: False, PROTOBUF_TYPE: True}
 METHOD_NOT_ALLOWED_MESSAGE = "the server does not allow this method on the requested resource"
 
 
-# --- Accept parsing (github.com/munnerz/goautoneg) ---------------------------------------------
-
-
-@attrs.frozen
-class AcceptClause:
-    """One media range of an Accept header."""
-
-    type: str
-    subtype: str
-    q: float
-    params: dict[str, str]
-
-
-def _go_parse_float(text: str) -> float:
-    # strconv.ParseFloat refuses surrounding spaces and bare underscores, which Python's float()
-    # accepts; goautoneg ignores the error, leaving q at 0.
-    if not text or text != text.strip() or "_" in text:
-        return 0.0
-    try:
-        return float(text)
-    except ValueError:
-        return 0.0
-
-
-def _less(a: AcceptClause, b: AcceptClause) -> bool:
-    # goautoneg's accept_slice.Less, quirks included (it is not a strict ordering).
-    if a.q > b.q:
-        return True
-    if a.type != "*" and b.type == "*":
-        return True
-    return a.subtype != "*" and b.subtype == "*"
-
-
-def parse_accept(header: str) -> list[AcceptClause]:
-    """goautoneg ``ParseAccept``: clauses best first.
-
-    Parameters are split on ``;`` and ``=`` without quoting rules and kept case-sensitive; a
-    malformed range is dropped. Go sorts with ``sort.Sort``, which for the short slices of real
-    headers is an insertion sort, reproduced here so ties keep their header order.
-    """
-    clauses: list[AcceptClause] = []
-    for raw in header.split(","):
-        part = raw.strip(" ")
-        pieces = part.split(";")
-        media_range = pieces[0].split("/")
-        main = media_range[0].strip(" ")
-        if len(media_range) == 1 and main == "*":
-            sub = "*"
-        elif len(media_range) == 2:
-            sub = media_range[1].strip(" ")
-        else:
-            continue
-        q = 1.0
-        params: dict[str, str] = {}
-        for param in pieces[1:]:
-            name, sep, value = param.partition("=")
-            if not sep:
-                continue
-            token = name.strip(" ")
-            if token == "q":
-                q = _go_parse_float(value)
-            else:
-                params[token] = value.strip(" ")
-        clauses.append(AcceptClause(main, sub, q, params))
-    for i in range(1, len(clauses)):
-        j = i
-        while j > 0 and _less(clauses[j], clauses[j - 1]):
-            clauses[j], clauses[j - 1] = clauses[j - 1], clauses[j]
-            j -= 1
-    return clauses
+# Accept parsing (goautoneg) is apimachinery.negotiation's ``parse_accept``, shared with the
+# resource handlers.
 
 
 # --- media type negotiation (endpoints/handlers/negotiation/negotiate.go) ----------------------
@@ -189,7 +122,7 @@ def negotiate(header: str, allows: TransformCheck) -> MediaTypeOptions | None:
             if (clause.type == main and clause.subtype in (sub, "*")) or (
                 clause.type == "*" and clause.subtype == "*"
             ):
-                options = _accept_options(clause.params, media_type, allows)
+                options = _accept_options(clause.param_map(), media_type, allows)
                 if options is not None:
                     return options
     return None
