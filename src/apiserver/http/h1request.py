@@ -25,9 +25,11 @@ from typing import IO, TYPE_CHECKING, Any
 from twisted.internet.defer import Deferred
 from twisted.logger import Logger
 from twisted.python.failure import Failure
-from twisted.web.http import RESPONSES, parse_qs
 from twisted.web.http import Request as _TwistedRequest
+from twisted.web.http import parse_qs
 from twisted.web.http_headers import Headers, _nameEncoder, _sanitizeLinearWhitespace
+
+from apiserver.http.statustext import reason_phrase
 
 if TYPE_CHECKING:
     from apiserver.http.h1 import H1Channel
@@ -203,9 +205,8 @@ class H1Request:
 
     def setResponseCode(self, code: int, message: bytes | None = None) -> None:
         self.code = code
-        self.code_message = (
-            message if message is not None else RESPONSES.get(code, b"Unknown Status")
-        )
+        # Go's reason phrases (kube-apiserver's), not twisted.web's: see http/statustext.py.
+        self.code_message = message if message is not None else reason_phrase(code)
 
     def setHeader(self, name: Any, value: Any) -> None:
         self.responseHeaders.setRawHeaders(name, [value])
