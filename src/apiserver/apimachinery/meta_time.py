@@ -273,6 +273,12 @@ def format_time(dt: datetime) -> str:
     return f"{u.year:04d}-{u.month:02d}-{u.day:02d}T{u.hour:02d}:{u.minute:02d}:{u.second:02d}Z"
 
 
+def format_seconds(seconds: float) -> str:
+    """A clock reading (Unix seconds) as a ``metav1.Time`` wire string: whole seconds, UTC
+    (what ``metav1.Now()`` serializes to, e.g. a creationTimestamp)."""
+    return format_time(datetime.fromtimestamp(int(seconds), UTC))
+
+
 def format_micro_time(dt: datetime) -> str:
     """``t.UTC().Format(RFC3339Micro)``: six fraction digits, ``Z``."""
     u = _utc(dt)
@@ -310,6 +316,7 @@ __all__ = [
     "RFC3339_MICRO",
     "TimeParseError",
     "format_micro_time",
+    "format_seconds",
     "format_time",
     "now_micro_time",
     "now_time",

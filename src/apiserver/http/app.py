@@ -73,6 +73,12 @@ def parse_query(uri: bytes) -> dict[bytes, list[bytes]]:
     return result
 
 
+def header_value(request: Any, name: bytes) -> str:
+    """A request header as text (twisted.web's ``getHeader``: its last value), or ""."""
+    value = request.getHeader(name)
+    return value.decode("latin-1") if value else ""
+
+
 def is_api_path(path: str) -> bool:
     """Paths under ``/api`` and ``/apis`` get Status JSON errors, everything else plain text."""
     return path in ("/api", "/apis") or path.startswith(("/api/", "/apis/"))

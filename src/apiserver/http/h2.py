@@ -714,6 +714,18 @@ def _responseHeaderBlock(code: bytes, headers: list[tuple[bytes, bytes]]) -> lis
     return block
 
 
+def _table_mark(table: Any) -> tuple[int, Any, int]:
+    """What tells an HPACK dynamic table's indices apart: its length, its newest entry
+    (compared by identity: re-adding an equal field is still a move) and its size limit."""
+    entries = table.dynamic_entries
+    return (len(entries), entries[0] if entries else None, table.maxsize)
+
+
+def _table_moved(before: tuple[int, Any, int], after: tuple[int, Any, int]) -> bool:
+    """Whether the table changed between two :func:`_table_mark` readings."""
+    return before[0] != after[0] or before[1] is not after[1] or before[2] != after[2]
+
+
 class _LiteralEncoder(hpack.Encoder):
     """HPACK without Huffman coding of literal strings (RFC 7541 §5.2 leaves the choice to
     the encoder). hpack's Huffman coder is a Python loop over every byte, the costliest
@@ -739,10 +751,9 @@ class _LiteralEncoder(hpack.Encoder):
         known = memo.get(to_add)
         if known is not None:
             return known
-        entries = self.header_table.dynamic_entries
-        before = (len(entries), entries[0] if entries else None)
+        before = _table_mark(self.header_table)
         encoded = super().add(to_add, sensitive, False)
-        if len(entries) != before[0] or (entries[0] if entries else None) is not before[1]:
+        if _table_moved(before, _table_mark(self.header_table)):
             memo.clear()  # the table moved: every remembered index may now be wrong
         elif len(memo) < self.MAX_MEMO:
             memo[to_add] = encoded
@@ -767,21 +778,15 @@ class _CachingDecoder(hpack.Decoder):
         super().__init__()
         self._blocks: dict[tuple[bytes, int, int], list[Any]] = {}
 
-    def _table_state(self) -> tuple[Any, ...]:
-        table = self.header_table
-        entries = table.dynamic_entries
-        return (len(entries), entries[0] if entries else None, table.maxsize)
-
     def decode(self, data: bytes, raw: bool = False) -> Any:
         key = (bytes(data), self.max_allowed_table_size, self.max_header_list_size)
         if raw:
             known = self._blocks.get(key)
             if known is not None:
                 return list(known)
-        before = self._table_state()
+        before = _table_mark(self.header_table)
         headers = super().decode(data, raw)
-        after = self._table_state()
-        if before[0] != after[0] or before[1] is not after[1] or before[2] != after[2]:
+        if _table_moved(before, _table_mark(self.header_table)):
             self._blocks.clear()
         elif raw and len(self._blocks) < self.MAX_ENTRIES:
             self._blocks[key] = list(headers)

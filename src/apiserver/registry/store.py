@@ -154,14 +154,13 @@ class Registry:
         return True, (self.decode(value) if value is not None else None)
 
     async def get(self, namespace: str, name: str) -> Obj:
-        key = self.key(namespace, name)
-        known, value = self._current_value(key)
+        known, obj = self.get_now(namespace, name)
         if known:
-            if value is None:
+            if obj is None:
                 raise errors.not_found(self.group_resource, name)
-            return self.decode(value)
+            return obj
         try:
-            kv = await self.store.get(key)
+            kv = await self.store.get(self.key(namespace, name))
         except KeyNotFoundError:
             raise errors.not_found(self.group_resource, name) from None
         return self.decode(kv)

@@ -166,3 +166,10 @@ def test_micro_round_trip(dt: datetime) -> None:
 @given(_DATES)
 def test_time_round_trip(dt: datetime) -> None:
     assert parse_time(format_time(dt)) == dt.replace(microsecond=0)
+
+
+def test_format_seconds_truncates_a_clock_reading_to_whole_seconds() -> None:
+    from apiserver.apimachinery.meta_time import format_seconds
+
+    assert format_seconds(1_700_000_000.999) == "2023-11-14T22:13:20Z"
+    assert format_seconds(0) == "1970-01-01T00:00:00Z"

@@ -79,11 +79,6 @@ def parse_go_time(value: str, micro: bool) -> _dt.datetime:
 _ZERO = _dt.datetime(1, 1, 1, tzinfo=_dt.UTC)
 
 
-def now_time(epoch: float) -> str:
-    """A ``metav1.Time`` wire string for a Unix time (e.g. a creationTimestamp)."""
-    return format_time(_dt.datetime.fromtimestamp(epoch, _dt.UTC))
-
-
 def now_micro_time(epoch: float) -> str:
     """A ``metav1.MicroTime`` wire string for a Unix time."""
     return format_micro_time(_dt.datetime.fromtimestamp(epoch, _dt.UTC))

@@ -31,9 +31,10 @@ from apiserver.apimachinery import patch as fieldmanagement
 from apiserver.apimachinery.fields import FieldSelector, escape_value, parse_field_selector
 from apiserver.apimachinery.labels import LabelSelector
 from apiserver.apimachinery.managedfields import update_managed_fields
+from apiserver.apimachinery.meta_time import format_seconds
 from apiserver.apimachinery.names import generate_name
 from apiserver.apimachinery.uid import new_uuid
-from apiserver.http.app import STREAMING, RequestInfo
+from apiserver.http.app import STREAMING, RequestInfo, header_value
 from apiserver.http.coalesce import WriteCoalescer
 from apiserver.http.response import Response
 from apiserver.registry import codec
@@ -108,18 +109,6 @@ def parse_target(path: str) -> Target | None:
             return Target(parts[1], parts[3], watch_path)
         return Target(parts[1], None, watch_path)
     return None
-
-
-def _header(request: Any, name: bytes) -> str:
-    value = request.getHeader(name)
-    return value.decode("latin-1") if value else ""
-
-
-def _rfc3339(seconds: float) -> str:
-    import datetime as _dt
-
-    moment = _dt.datetime.fromtimestamp(int(seconds), _dt.UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def to_v1(internal: Obj, type_meta: bool = True) -> Obj:
@@ -213,7 +202,7 @@ class EventsAPI:
     # --- shared pieces ---------------------------------------------------------------------
 
     def _output(self, request: Any, info: RequestInfo, *, is_list: bool, is_watch: bool) -> Any:
-        accept = _header(request, b"accept") or None
+        accept = header_value(request, b"accept") or None
         key = (accept, is_list, is_watch)
         known = self._outputs.get(key)
         if known is not None:
@@ -225,10 +214,14 @@ class EventsAPI:
             self._outputs[key] = out
         return out
 
+    def _plain_json(self, request: Any, info: RequestInfo, out: Any) -> bool:
+        """Whether ``out`` is compact JSON: the form answered with cached bytes."""
+        return bool(out.kind == "json" and not self._pretty(request, info, out))
+
     def _pretty(self, request: Any, info: RequestInfo, out: Any = None) -> bool:
         if out is not None and getattr(out, "pretty", False):
             return True
-        return negotiation.wants_pretty(info.query, _header(request, b"user-agent"))
+        return negotiation.wants_pretty(info.query, header_value(request, b"user-agent"))
 
     def _respond(
         self,
@@ -261,7 +254,7 @@ class EventsAPI:
         stored: bool = False,
     ) -> Response:
         out = self._output(request, info, is_list=False, is_watch=False)
-        if stored and out.kind == "json" and not warnings and not self._pretty(request, info, out):
+        if stored and not warnings and self._plain_json(request, info, out):
             return Response(
                 code, (("Content-Type", out.media_type),), self.encoded.object(internal) + b"\n"
             )
@@ -281,7 +274,7 @@ class EventsAPI:
         return self._respond(request, info, code, body, out, list(warnings))
 
     def _decode_body(self, request: Any, field_validation: str) -> tuple[Obj, list[str], bytes]:
-        fmt = negotiation.negotiate_body(_header(request, b"content-type") or None)
+        fmt = negotiation.negotiate_body(header_value(request, b"content-type") or None)
         raw = request.content.read() if request.content is not None else b""
         obj = decode_document(raw, fmt)
         warnings = self._strict(raw, fmt, field_validation)
@@ -327,7 +320,7 @@ class EventsAPI:
 
     def _manager(self, request: Any, opts: Any) -> str:
         return request_options.field_manager_or_user_agent(
-            opts.field_manager or "", _header(request, b"user-agent")
+            opts.field_manager or "", header_value(request, b"user-agent")
         )
 
     # --- get -----------------------------------------------------------------------------
@@ -408,7 +401,7 @@ class EventsAPI:
         """Validation, then the server-set fields (uid, creationTimestamp, managedFields)."""
         meta = metadata(internal)
         meta["uid"] = new_uuid()
-        meta["creationTimestamp"] = _rfc3339(self.clock.seconds())
+        meta["creationTimestamp"] = format_seconds(self.clock.seconds())
         self._validate_create(internal)
         self._track_update(None, internal, manager)
 
@@ -427,7 +420,7 @@ class EventsAPI:
             manager,
             "Update",
             API_VERSION,
-            _rfc3339(self.clock.seconds()),
+            format_seconds(self.clock.seconds()),
             EVENT_V1,
         )
 
@@ -514,7 +507,7 @@ class EventsAPI:
 
     async def patch(self, request: Any, info: RequestInfo, target: Target) -> Response:
         assert target.namespace is not None and target.name is not None
-        patch_type = negotiation.patch_type(_header(request, b"content-type") or None)
+        patch_type = negotiation.patch_type(header_value(request, b"content-type") or None)
         opts = request_options.parse_write_options(info.query)
         request_options.validate_patch_options(opts, patch_type)
         raw = request.content.read() if request.content is not None else b""
@@ -529,7 +522,7 @@ class EventsAPI:
         )
 
         async def try_update(current: Obj | None) -> Obj:
-            now = _rfc3339(self.clock.seconds())
+            now = format_seconds(self.clock.seconds())
             current_v1 = to_v1(current) if current is not None else None
             if current_v1 is None:
                 if patch_type != "apply":
@@ -551,7 +544,7 @@ class EventsAPI:
                     meta.pop(key, None)
                 meta.pop("resourceVersion", None)
                 meta["uid"] = new_uuid()
-                meta["creationTimestamp"] = _rfc3339(self.clock.seconds())
+                meta["creationTimestamp"] = format_seconds(self.clock.seconds())
                 self._validate_create(new)
                 return new
             # The Patcher already tracked managedFields for this manager.
@@ -569,7 +562,7 @@ class EventsAPI:
         raw = request.content.read() if request.content is not None else b""
         fmt = "json"
         if raw.strip():
-            fmt = negotiation.negotiate_body(_header(request, b"content-type") or None)
+            fmt = negotiation.negotiate_body(header_value(request, b"content-type") or None)
         opts = request_options.parse_delete_options(info.query, raw, fmt)
         request_options.validate_delete_options(opts)
         return opts
@@ -746,7 +739,7 @@ class EventsAPI:
         if body is None:
             return None
         out = self._output(request, info, is_list=True, is_watch=False)
-        if out.kind != "json" or self._pretty(request, info, out):
+        if not self._plain_json(request, info, out):
             return None
         return Response(200, (("Content-Type", out.media_type),), body)
 
@@ -759,7 +752,7 @@ class EventsAPI:
         cache_key: tuple[int, bytes] | None = None,
     ) -> Response:
         out = self._output(request, info, is_list=True, is_watch=False)
-        if out.kind == "json" and not self._pretty(request, info, out):
+        if self._plain_json(request, info, out):
             bodies = self.list_bodies
             raw = bodies.get(cache_key) if cache_key is not None else None
             if raw is None:

@@ -33,7 +33,6 @@ backend yet, so it is logged at debug level.
 
 from __future__ import annotations
 
-import datetime as _dt
 import json
 import uuid
 from collections.abc import Callable, Coroutine, Iterable, Sequence
@@ -46,9 +45,10 @@ from twisted.logger import Logger
 
 from apiserver.api.tokenrequest import wire
 from apiserver.apimachinery import errors, negotiation, request_options
+from apiserver.apimachinery.meta_time import format_seconds
 from apiserver.apimachinery.validation import validate_path_segment_name
 from apiserver.auth.authn.serviceaccount import TokenSigner, make_username
-from apiserver.http.app import RequestInfo
+from apiserver.http.app import RequestInfo, header_value
 from apiserver.http.response import Response
 from apiserver.options.validate import (
     EXPIRATION_EXTENSION_SECONDS,
@@ -100,12 +100,6 @@ class ExpirationPolicy:
         ):
             return seconds, self.max_extended_seconds, seconds, warnings
         return seconds, seconds, 0, warnings
-
-
-def rfc3339(seconds: float) -> str:
-    """``metav1.Time`` on the wire: RFC 3339 in UTC, whole seconds."""
-    moment = _dt.datetime.fromtimestamp(int(seconds), _dt.UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _group_version_kind(api_version: str, kind: str) -> tuple[str, str, str]:
@@ -214,7 +208,7 @@ class TokenREST:
         meta["namespace"] = meta.get("namespace") or namespace
         meta["uid"] = meta.get("uid") or sa_uid
         now = self.clock.seconds()
-        meta["creationTimestamp"] = rfc3339(now)
+        meta["creationTimestamp"] = format_seconds(now)
         wire.validate(request)
         bound = spec.get("boundObjectRef")
         pod, secret, node = await self._bound_object(namespace, name, bound)
@@ -230,7 +224,9 @@ class TokenREST:
         )
         token = self.signer.generate(claims)
         log.debug("{key}: JTI={jti}", key=ISSUED_CREDENTIAL_ID, jti=jti)
-        out = wire.encode(meta, audiences, seconds, bound, token, rfc3339(int(now) + seconds))
+        out = wire.encode(
+            meta, audiences, seconds, bound, token, format_seconds(int(now) + seconds)
+        )
         return out, warnings
 
     async def _bound_object(
@@ -318,11 +314,6 @@ class TokenREST:
         }
 
 
-def _header(request: Any, name: bytes) -> str:
-    value = request.getHeader(name)
-    return value.decode("latin-1") if value else ""
-
-
 def parse_path(path: str) -> tuple[str, str] | None:
     """``(namespace, name)`` of ``/api/v1/namespaces/{ns}/serviceaccounts/{name}/token``."""
     if not path.startswith(PREFIX):
@@ -368,9 +359,12 @@ class TokenRequestAPI:
 
     async def create(self, request: Any, info: RequestInfo, namespace: str, name: str) -> Response:
         out = negotiation.negotiate_output(
-            _header(request, b"accept") or None, is_list=False, is_watch=False, check_target=False
+            header_value(request, b"accept") or None,
+            is_list=False,
+            is_watch=False,
+            check_target=False,
         )
-        fmt = wire.body_format(_header(request, b"content-type") or None)
+        fmt = wire.body_format(header_value(request, b"content-type") or None)
         raw = request.content.read() if request.content is not None else b""
         opts = request_options.parse_write_options(info.query)
         request_options.validate_create_options(opts)
@@ -384,7 +378,9 @@ class TokenRequestAPI:
             )
         result, warnings = await self.rest.create(namespace, name, obj)
         media = "yaml" if out.media_type == negotiation.YAML else "json"
-        pretty = out.pretty or negotiation.wants_pretty(info.query, _header(request, b"user-agent"))
+        pretty = out.pretty or negotiation.wants_pretty(
+            info.query, header_value(request, b"user-agent")
+        )
         headers = [("Content-Type", out.media_type)]
         for warning in (*decoded.warnings, *warnings):
             headers.append(("Warning", f"299 - {errors.go_quote(warning)}"))

@@ -772,8 +772,8 @@ class Cacher:
                 return cache
         return None
 
-    def current_snapshot(self, prefix: bytes) -> RangeResult | None:
-        """``prefix``'s state from memory when the cache provably has every committed write.
+    def _current_cache(self, key: bytes) -> _PrefixCache | None:
+        """The cache serving ``key`` when it provably has every committed write, else None.
 
         Only for stores that tell their committed revision synchronously (the embedded one:
         all writers are in this process and watchers hear of a commit before the writer
@@ -783,30 +783,28 @@ class Cacher:
         committed = getattr(self._store, "committed_revision", None)
         if committed is None:
             return None
-        cache = self._cache_for(prefix)
+        cache = self._cache_for(key)
         if cache is None or not cache.ready or cache.revision < committed():
             return None
-        return cache.snapshot(prefix)
+        return cache
+
+    def current_snapshot(self, prefix: bytes) -> RangeResult | None:
+        """``prefix``'s state from memory when the cache is current (see
+        :meth:`_current_cache`); None means "read the store"."""
+        cache = self._current_cache(prefix)
+        return cache.snapshot(prefix) if cache is not None else None
 
     def current_revision_now(self, prefix: bytes) -> int | None:
         """The revision :meth:`current_snapshot` of ``prefix`` would report, without taking
         the snapshot; None when it would return None."""
-        committed = getattr(self._store, "committed_revision", None)
-        if committed is None:
-            return None
-        cache = self._cache_for(prefix)
-        if cache is None or not cache.ready or cache.revision < committed():
-            return None
-        return cache.revision
+        cache = self._current_cache(prefix)
+        return cache.revision if cache is not None else None
 
     def current_value(self, key: bytes) -> tuple[bool, KeyValue | None]:
-        """(True, value or None if absent) when the cache is provably current for ``key``,
-        else (False, None); see :meth:`current_snapshot`."""
-        committed = getattr(self._store, "committed_revision", None)
-        if committed is None:
-            return False, None
-        cache = self._cache_for(key)
-        if cache is None or not cache.ready or cache.revision < committed():
+        """(True, value or None if absent) when the cache is current for ``key``, else
+        (False, None); see :meth:`_current_cache`."""
+        cache = self._current_cache(key)
+        if cache is None:
             return False, None
         return True, cache.lookup(key)
 
