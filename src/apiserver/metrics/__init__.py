@@ -146,15 +146,15 @@ class Metrics:
 
     def request_started(self, info: RequestInfo) -> None:
         if info.long_running:
-            self.longrunning.labels(*_resource_labels(info, "WATCH")[:7]).inc()
+            self.longrunning.labels(*_resource_labels(info, "WATCH", _parts(info))[:7]).inc()
             return
         kind = "readOnly" if info.method in ("GET", "HEAD") else "mutating"
         count = self._inflight[kind] = self._inflight[kind] + 1
         self._inflight_child(kind).set(count)
 
     def request_finished(self, info: RequestInfo, code: int, seconds: float) -> None:
-        verb = request_verb(info)
-        labels = _resource_labels(info, verb)
+        parts = _parts(info)
+        labels = _resource_labels(info, request_verb(info, parts), parts)
         if info.long_running:
             self.longrunning.labels(*labels[:7]).dec()
         else:
@@ -201,7 +201,12 @@ class Metrics:
         self._children.clear()
 
 
-def request_verb(info: RequestInfo) -> str:
+def _parts(info: RequestInfo) -> list[str]:
+    """The path's segments, split once for the verb and the labels."""
+    return [p for p in info.path.split("/") if p]
+
+
+def request_verb(info: RequestInfo, parts: list[str]) -> str:
     """kube's upper-case metric verb: LIST and WATCH split off GET, APPLY off PATCH."""
     method = info.method
     if not info.api:
@@ -209,22 +214,20 @@ def request_verb(info: RequestInfo) -> str:
     if info.long_running:
         return "WATCH"
     if method == "GET":
-        return "GET" if _is_item(info.path) else "LIST"
-    if method == "DELETE" and not _is_item(info.path):
+        return "GET" if _is_item(parts) else "LIST"
+    if method == "DELETE" and not _is_item(parts):
         return "DELETECOLLECTION"
     if method == "POST":
         return "POST"
     return method
 
 
-def _is_item(path: str) -> bool:
-    parts = [p for p in path.split("/") if p]
+def _is_item(parts: list[str]) -> bool:
     # /apis/<group>/<version>/namespaces/<ns>/<resource>/<name>
     return len(parts) == 7 and parts[3] == "namespaces"
 
 
-def _resource_labels(info: RequestInfo, verb: str) -> tuple[str, ...]:
-    parts = [p for p in info.path.split("/") if p]
+def _resource_labels(info: RequestInfo, verb: str, parts: list[str]) -> tuple[str, ...]:
     if info.api and len(parts) >= 4 and parts[0] == "apis":
         group, version = parts[1], parts[2]
         rest = parts[3:]

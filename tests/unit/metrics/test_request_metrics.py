@@ -68,3 +68,15 @@ def test_dry_run_is_a_label() -> None:
     metrics.request_started(request)
     metrics.request_finished(request, 201, 0.01)
     assert 'dry_run="All"' in text(metrics)
+
+
+def test_list_and_deletecollection_verbs_split_off_get_and_delete() -> None:
+    metrics = Metrics()
+    collection = "/apis/events.k8s.io/v1/namespaces/default/events"
+    for method in ("GET", "DELETE"):
+        request = info(method, collection)
+        metrics.request_started(request)
+        metrics.request_finished(request, 200, 0.01)
+    out = text(metrics)
+    assert 'verb="LIST"' in out and 'verb="DELETECOLLECTION"' in out
+    assert 'scope="namespace"' in out and 'resource="events"' in out
