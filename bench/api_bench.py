@@ -853,6 +853,7 @@ def watch_client_main(argv: Sequence[str]) -> int:
             announce()
 
     def summary() -> dict[str, Any]:
+        usage = resource.getrusage(resource.RUSAGE_SELF)  # the window's, before the parsing
         latencies = array.array("d")  # from the POST's send time
         scheduled = array.array("d")  # from the slot the POST was scheduled for
         for now, found in arrivals:
@@ -869,7 +870,6 @@ def watch_client_main(argv: Sequence[str]) -> int:
                 return None
             return data[min(len(data) - 1, int(p * len(data)))] * 1000.0
 
-        usage = resource.getrusage(resource.RUSAGE_SELF)
         return {
             "opened": state["opened"],
             "failed": state["failed"],
