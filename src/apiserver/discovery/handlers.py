@@ -29,7 +29,7 @@ import attrs
 
 from apiserver.apimachinery.negotiation import parse_accept
 from apiserver.discovery import documents as docs
-from apiserver.http.app import RequestInfo, Router
+from apiserver.http.app import RequestInfo, Router, header_value
 from apiserver.http.response import Response
 
 JSON_TYPE = "application/json"
@@ -131,15 +131,6 @@ def negotiate(header: str, allows: TransformCheck) -> MediaTypeOptions | None:
 # --- request helpers ---------------------------------------------------------------------------
 
 
-def first_header(request: Any, name: bytes) -> str:
-    """The first value of a request header (Go's ``Header.Get``), or ""."""
-    values = request.requestHeaders.getRawHeaders(name)
-    if not values:
-        return ""
-    value: bytes = values[0]
-    return value.decode("latin-1")
-
-
 def _go_parse_bool(text: str) -> bool | None:
     if text in ("1", "t", "T", "TRUE", "true", "True"):
         return True
@@ -153,7 +144,7 @@ def wants_pretty(request: Any, info: RequestInfo) -> bool:
     values = info.query.get(b"pretty")
     if values and values[0]:
         return _go_parse_bool(values[0].decode("latin-1")) is True
-    agent = first_header(request, b"user-agent")
+    agent = header_value(request, b"user-agent")
     return agent.startswith(("curl", "Wget", "Mozilla/5.0"))
 
 
@@ -188,7 +179,7 @@ def status_response(
     if details is not None:
         status["details"] = details
     status["code"] = code
-    options = negotiate(first_header(request, b"accept"), default_restrictions)
+    options = negotiate(header_value(request, b"accept"), default_restrictions)
     if options is None:
         return Response(code, (("Content-Type", JSON_TYPE),), docs.go_marshal_indent(status))
     content_type, body = encode(status, options, wants_pretty(request, info))
@@ -212,7 +203,7 @@ def not_acceptable(request: Any, info: RequestInfo) -> Response:
 
 def write_object(request: Any, info: RequestInfo, value: Any) -> Response:
     """``responsewriters.WriteObjectNegotiated`` with the default restrictions, status 200."""
-    options = negotiate(first_header(request, b"accept"), default_restrictions)
+    options = negotiate(header_value(request, b"accept"), default_restrictions)
     if options is None:
         return not_acceptable(request, info)
     content_type, body = encode(value, options, wants_pretty(request, info))
@@ -258,7 +249,7 @@ class AggregatedDocument:
 
     def respond(self, request: Any, info: RequestInfo) -> Response:
         """aggregated/handler.go ``serveHTTP`` then etag.go ``ServeHTTPWithETag``."""
-        options = negotiate(first_header(request, b"accept"), is_aggregated_discovery)
+        options = negotiate(header_value(request, b"accept"), is_aggregated_discovery)
         if options is None or options.convert is None:
             # Cannot happen behind aggregated_wrapper, which routes here only when it is set.
             return not_acceptable(request, info)
@@ -268,7 +259,7 @@ class AggregatedDocument:
             ("Vary", "Accept"),
             ("Cache-Control", "public"),
         ]
-        if first_header(request, b"if-none-match") == quoted:
+        if header_value(request, b"if-none-match") == quoted:
             return Response(304, tuple(headers))
         document = docs.aggregated_document(self.items, options.convert.version)
         base, body = encode(document, options, wants_pretty(request, info))
@@ -292,7 +283,7 @@ def aggregated_wrapper(legacy: Handler, aggregated: AggregatedDocument) -> Handl
     """aggregated/wrapper.go: the aggregated document when the Accept header asks for it."""
 
     def handle(request: Any, info: RequestInfo) -> Response:
-        options = negotiate(first_header(request, b"accept"), is_aggregated_discovery)
+        options = negotiate(header_value(request, b"accept"), is_aggregated_discovery)
         if options is not None and is_aggregated_discovery(options.convert):
             return aggregated.respond(request, info)
         return legacy(request, info)

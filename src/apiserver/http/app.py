@@ -74,9 +74,16 @@ def parse_query(uri: bytes) -> dict[bytes, list[bytes]]:
 
 
 def header_value(request: Any, name: bytes) -> str:
-    """A request header as text (twisted.web's ``getHeader``: its last value), or ""."""
-    value = request.getHeader(name)
-    return value.decode("latin-1") if value else ""
+    """The first value of a request header as text, or "".
+
+    kube-apiserver reads headers with Go's ``Header.Get``, which returns the first of
+    repeated values; twisted.web's ``getHeader`` returns the last, so it is not used here.
+    """
+    values = request.requestHeaders.getRawHeaders(name)
+    if not values:
+        return ""
+    value: bytes = values[0]
+    return value.decode("latin-1")
 
 
 def is_api_path(path: str) -> bool:

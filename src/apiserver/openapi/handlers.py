@@ -38,8 +38,8 @@ from typing import Any
 import attrs
 
 from apiserver.discovery.documents import go_marshal
-from apiserver.discovery.handlers import first_header, parse_accept
-from apiserver.http.app import RequestInfo, Router
+from apiserver.discovery.handlers import parse_accept
+from apiserver.http.app import RequestInfo, Router, header_value
 from apiserver.http.response import Response
 from apiserver.openapi import documents as openapi_docs
 from apiserver.openapi.protobuf import encode_document
@@ -222,7 +222,7 @@ def _parse_ranges(spec: str, size: int) -> list[tuple[int, int]] | str:
 
 def _accepts_gzip(request: Any) -> bool:
     """gziphandler ``acceptsGzip``: ``gzip`` listed in Accept-Encoding with a non-zero q."""
-    for coding in first_header(request, b"accept-encoding").split(","):
+    for coding in header_value(request, b"accept-encoding").split(","):
         name, *params = coding.split(";")
         if name.strip().lower() != "gzip":
             continue
@@ -259,30 +259,30 @@ def serve_content(
 
     # If-Match, else If-Unmodified-Since (RFC 7232 section 6, checkPreconditions).
     condition: bool | None = None
-    if_match = first_header(request, b"if-match")
+    if_match = header_value(request, b"if-match")
     if if_match:
         condition = _etag_list_matches(if_match, current, weak=False)
     else:
-        since = first_header(request, b"if-unmodified-since")
+        since = header_value(request, b"if-unmodified-since")
         parsed = parse_http_date(since) if since else None
         if parsed is not None:
             condition = seconds <= parsed
     if condition is False:
         return headers.response(412)
 
-    if_none_match = first_header(request, b"if-none-match")
+    if_none_match = header_value(request, b"if-none-match")
     if if_none_match:
         if _etag_list_matches(if_none_match, current, weak=True):
             if method in ("GET", "HEAD"):
                 return _not_modified(headers)
             return headers.response(412)
     elif method in ("GET", "HEAD"):
-        since = first_header(request, b"if-modified-since")
+        since = header_value(request, b"if-modified-since")
         parsed = parse_http_date(since) if since else None
         if parsed is not None and seconds <= parsed:
             return _not_modified(headers)
 
-    range_spec = first_header(request, b"range")
+    range_spec = header_value(request, b"range")
     if range_spec and not _if_range_holds(request, method, current, seconds):
         range_spec = ""
 
@@ -317,7 +317,7 @@ def _if_range_holds(request: Any, method: str, current: str, seconds: int) -> bo
     """``checkIfRange``: whether a Range request may be honoured."""
     if method not in ("GET", "HEAD"):
         return True
-    value = first_header(request, b"if-range")
+    value = header_value(request, b"if-range")
     if not value:
         return True
     tag, _ = _scan_etag(value)
@@ -434,7 +434,7 @@ class OpenAPIService:
         key = info.path[len(V3_PREFIX) :]
         headers = _Headers()
         headers.add("Vary", "Accept")
-        clauses = parse_accept(first_header(request, b"accept") or "*/*")
+        clauses = parse_accept(header_value(request, b"accept") or "*/*")
         if not clauses:
             return headers.response(200)
         for clause in clauses:
@@ -471,7 +471,7 @@ class OpenAPIService:
         headers = _Headers()
         headers.add("Vary", "Accept-Encoding")
         headers.add("Vary", "Accept")
-        for clause in parse_accept(first_header(request, b"accept") or "*/*"):
+        for clause in parse_accept(header_value(request, b"accept") or "*/*"):
             for subtype, returned in V2_MEDIA_TYPES:
                 if clause.type not in ("application", "*") or clause.subtype not in (subtype, "*"):
                     continue

@@ -167,3 +167,21 @@ def test_parse_query_like_go() -> None:
         b"v": [b"1 2"],
     }
     assert parse_query(b"/x?a=1;b=2&c=3") == {b"c": [b"3"]}
+
+
+def test_header_value_is_the_first_of_repeated_values_like_go() -> None:
+    """Go's ``Header.Get`` (what kube-apiserver reads) gives the first value; twisted's
+    ``getHeader`` the last. Both request types the server builds are checked."""
+    from twisted.web.test.requesthelper import DummyRequest
+
+    from apiserver.http.app import header_value
+    from apiserver.http.h1request import H1Request
+
+    dummy = DummyRequest([b""])
+    dummy.requestHeaders.setRawHeaders(b"accept", [b"application/yaml", b"application/json"])
+    assert header_value(dummy, b"accept") == "application/yaml"
+    assert header_value(dummy, b"content-type") == ""
+
+    lean = H1Request.__new__(H1Request)
+    lean.requestHeaders = dummy.requestHeaders
+    assert header_value(lean, b"Accept") == "application/yaml"
