@@ -141,9 +141,19 @@ def test_expect_continue_and_chunked_bodies(raw: Raw) -> None:
 
 
 def test_bad_request_is_answered_400_and_closed(raw: Raw) -> None:
-    raw.send(b"GET /livez HTTP/1.1\r\nBad Header Name: x\r\n\r\n")
-    assert raw.sock.recv(1024) == b"HTTP/1.1 400 Bad Request\r\n\r\n"
+    raw.send(b"GET /livez HTTP/1.1\r\nHost: x\r\nBad Header Name: x\r\n\r\n")
+    assert raw.sock.recv(1024) == (
+        b"HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\n"
+        b"Connection: close\r\n\r\n400 Bad Request"
+    )
     assert raw.closed()
+
+
+def test_large_headers_pass_as_go_lets_them(raw: Raw) -> None:
+    """kube-apiserver takes up to 1 MiB of headers (a long OIDC token, many groups)."""
+    raw.send(b"GET /livez HTTP/1.1\r\nHost: x\r\nX-Big: " + b"v" * 200_000 + b"\r\n\r\n")
+    status, _, body = raw.response()
+    assert status == b"HTTP/1.1 200 OK", body
 
 
 def test_watch_stream_is_chunked_and_survives_a_client_leaving(daemon: Daemon) -> None:

@@ -34,20 +34,25 @@ the status line echoes the request's version (``HTTP/1.0 200 OK`` to an HTTP/1.0
 header names in twisted's canonical case, in the order the application set them; no
 ``Server`` header; ``Transfer-Encoding: chunked`` for an HTTP/1.1 response without
 ``Content-Length`` (not for HEAD, 204 or 304); ``Connection: close`` added to the response
-when the client asked for it; HTTP/1.0 connections close after one response; a malformed
-request is answered ``HTTP/1.1 400 Bad Request`` with no headers, then the connection
-closes; header blocks are limited to 16 KiB and 500 fields; ``Expect: 100-continue`` on an
-HTTP/1.1 request is answered ``100 Continue`` before the body is read (only when a body
-follows, as Go's server does: twisted.web also sends it before answering a bodiless one);
-pipelined requests are answered one at a time, in order (head-of-line, the next one is
-handed to the application only once the previous response is finished); the connection
-stops reading when more than 16 KiB of pipelined data waits behind a slow request, and
-while the transport cannot take more data and no request is being answered; the idle
-timeout (``Site.timeOut``) is suspended while a request is being answered, and on expiry the
-connection is closed, and aborted 15 s later if it is still open; a lost connection errbacks
-the pending request's ``notifyFinish`` Deferreds; producers registered on the request are
-paused and resumed with the transport (one registered while the transport is full starts
-paused, where twisted.web would let it write until the next pause).
+when the client asked for it; HTTP/1.0 connections close after one response; ``Expect:
+100-continue`` on an HTTP/1.1 request is answered ``100 Continue`` before the body is read
+(only when a body follows, as Go's server does: twisted.web also sends it before answering a
+bodiless one); pipelined requests are answered one at a time, in order (head-of-line, the
+next one is handed to the application only once the previous response is finished); the
+connection stops reading when more than 16 KiB of pipelined data waits behind a slow
+request, and while the transport cannot take more data and no request is being answered; the
+idle timeout (``Site.timeOut``) is suspended while a request is being answered, and on
+expiry the connection is closed, and aborted 15 s later if it is still open; a lost
+connection errbacks the pending request's ``notifyFinish`` Deferreds; producers registered
+on the request are paused and resumed with the transport (one registered while the transport
+is full starts paused, where twisted.web would let it write until the next pause).
+
+Where Go's server (kube-apiserver's) differs from twisted.web, Go is followed: a request that
+cannot be read gets Go's answer (``400 Bad Request`` with a ``text/plain`` body naming the
+status, ``431`` for a request line and header block over kube-apiserver's ``MaxHeaderBytes``
+of 1 MiB plus Go's 4 KiB of slack, with no limit on the number of fields, ``501`` for a
+Transfer-Encoding other than ``chunked``, Go's ``400`` texts for a missing, repeated or
+malformed Host header), then the connection closes.
 
 Where twisted.web's rules are loose, Go's net/http server (``net/http/server.go``) decides:
 ``Connection`` is read as a comma-separated token list over all its fields
@@ -86,8 +91,24 @@ from apiserver.http.h1request import H1Request, RequestHeaders, canonical_name, 
 
 log = Logger()
 
-#: Bytes written for a request that cannot be parsed (twisted.web's exact answer).
-BAD_REQUEST = b"HTTP/1.1 400 Bad Request\r\n\r\n"
+#: What Go's server (kube-apiserver's) writes after the status line of a request it cannot
+#: read, before closing: net/http ``conn.serve``'s ``errorHeaders``.
+_ERROR_HEADERS = b"\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n"
+
+
+def go_read_error(status: bytes) -> bytes:
+    """Go's whole answer to an unreadable request: ``status`` is also the body."""
+    return b"HTTP/1.1 " + status + _ERROR_HEADERS + status
+
+
+#: A request that cannot be parsed.
+BAD_REQUEST = go_read_error(b"400 Bad Request")
+#: A request line and header block over ``totalHeadersSize``.
+HEADERS_TOO_LARGE = go_read_error(b"431 Request Header Fields Too Large")
+#: A Transfer-Encoding other than one "chunked" (Go does not echo the coding back).
+UNSUPPORTED_TRANSFER_ENCODING = (
+    b"HTTP/1.1 501 Not Implemented" + _ERROR_HEADERS + b"Unsupported transfer encoding"
+)
 CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 #: Request bodies up to this size stay in memory; larger ones go to a temporary file
 #: (twisted.web's threshold).
@@ -98,6 +119,7 @@ DIRECT_TLS_WRITE = 1024
 
 _VERSIONS = {"1.1": b"HTTP/1.1", "1.0": b"HTTP/1.0", "0.9": b"HTTP/0.9"}
 _CONNECTION = b"Connection"
+_HOST = b"Host"
 _EXPECT = b"Expect"
 _CONTENT_LENGTH = b"Content-Length"
 _TRANSFER_ENCODING = b"Transfer-Encoding"
@@ -114,8 +136,29 @@ def _has_token(values: list[bytes] | None, token: bytes) -> bool:
     return False
 
 
-class _TooLarge(Exception):
-    """The header block is over the limits (raised from a parser callback)."""
+class _Unreadable(Exception):
+    """A request to answer with ``answer`` and close (raised from a parser callback)."""
+
+    def __init__(self, answer: bytes) -> None:
+        super().__init__(answer)
+        self.answer = answer
+
+
+def _host_error(version: bytes, method: bytes, hosts: list[bytes] | None) -> bytes | None:
+    """Go's checks of the Host header (net/http ``readRequest``), as its 400 answer."""
+    if hosts is None:
+        if version == b"HTTP/1.1" and method != b"CONNECT":
+            return go_read_error(b"400 Bad Request: missing required Host header")
+        return None
+    if len(hosts) > 1:
+        return go_read_error(b"400 Bad Request: too many Host headers")
+    if hosts[0].translate(None, _HOST_BYTES):
+        return go_read_error(b"400 Bad Request: malformed Host header")
+    return None
+
+
+#: The bytes Go accepts in a Host header (golang.org/x/net/http/httpguts ``ValidHostHeader``).
+_HOST_BYTES = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789!$%&'()*+,-.:;=[]_~"
 
 
 class _Stop(Exception):
@@ -141,9 +184,11 @@ class H1Channel(Protocol):
 
     #: Seconds after an idle timeout before a connection that did not close is aborted.
     abortTimeout: float | None = 15
-    #: Limits of one header block (twisted.web's ``totalHeadersSize`` and ``maxHeaders``).
-    totalHeadersSize = 16384
-    maxHeaders = 500
+    #: Limits of one request line and header block: kube-apiserver's ``MaxHeaderBytes``
+    #: (1 MiB) plus the 4 KiB Go's server reads beyond it; Go counts no headers, so the
+    #: count is only bounded by the size.
+    totalHeadersSize = (1 << 20) + 4096
+    maxHeaders = totalHeadersSize
     #: Pipelined bytes buffered behind a request being answered before reading pauses.
     eagerReadSize = 0x4000
 
@@ -176,7 +221,8 @@ class H1Channel(Protocol):
         # Connection state.
         self._stopped = False
         self._closing = False
-        self._badRequest = False
+        #: The answer owed to an unreadable request, once those before it are answered.
+        self._badRequest: bytes | None = None
         self._dispatching = False
         self._buffered = 0
         self._readPaused = False
@@ -261,7 +307,7 @@ class H1Channel(Protocol):
             else:
                 self._partial += len(data)
             if self._headerBytes + self._partial > self.totalHeadersSize:
-                self._parseFailed()
+                self._parseFailed(HEADERS_TOO_LARGE)
         if self._active is None and self._queue:
             self._dispatchNext()
 
@@ -285,9 +331,12 @@ class H1Channel(Protocol):
                     data = data[offset:]
                 if not data or self._stopped:
                     return
-            except httptools.HttpParserError:
+            except httptools.HttpParserError as error:
                 if not self._stopped:
-                    self._parseFailed()
+                    cause = error.__context__
+                    self._parseFailed(
+                        cause.answer if isinstance(cause, _Unreadable) else BAD_REQUEST
+                    )
                 return
 
     # llhttp callbacks (httptools calls them during feed_data).
@@ -307,7 +356,7 @@ class H1Channel(Protocol):
             return
         self._url += url
         if len(self._url) > self.totalHeadersSize:
-            raise _TooLarge()
+            raise _Unreadable(HEADERS_TOO_LARGE)
 
     def on_header(self, name: bytes, value: bytes) -> None:
         if not self._inHeaders:
@@ -319,7 +368,7 @@ class H1Channel(Protocol):
         self._headerBytes += len(name) + len(value) + 2
         self._partial = 0
         if self._headerCount > self.maxHeaders or self._headerBytes > self.totalHeadersSize:
-            raise _TooLarge()
+            raise _Unreadable(HEADERS_TOO_LARGE)
         canonical = names.get(name) or canonical_name(name)
         if value and (value[-1] in b" \t"):
             value = value.rstrip(b" \t")
@@ -338,6 +387,14 @@ class H1Channel(Protocol):
             b"HTTP/" + parser.get_http_version().encode()
         )
         raw = self._raw
+        hostError = _host_error(version, parser.get_method(), raw.get(_HOST))
+        if hostError is not None:
+            raise _Unreadable(hostError)
+        codings = raw.get(_TRANSFER_ENCODING)
+        if codings is not None and version != b"HTTP/1.0":
+            # Go (net/http transfer.go) takes exactly one Transfer-Encoding, "chunked".
+            if len(codings) != 1 or codings[0].lower() != b"chunked":
+                raise _Unreadable(UNSUPPORTED_TRANSFER_ENCODING)
         connection = raw.get(_CONNECTION)
         keepAlive = version == b"HTTP/1.1" and not _has_token(connection, b"close")
         length = raw.get(_CONTENT_LENGTH)
@@ -401,17 +458,17 @@ class H1Channel(Protocol):
             self._stopped = True
             raise _Stop()
 
-    def _parseFailed(self) -> None:
-        """A request that cannot be parsed: 400 once the requests before it are answered."""
+    def _parseFailed(self, answer: bytes) -> None:
+        """A request that cannot be read: ``answer`` (Go's) once those before it are."""
         self._stopped = True
-        self._badRequest = True
+        self._badRequest = answer
         self._parsing = None
         if self._active is None and not self._queue:
             self._answerBadRequest()
 
     def _answerBadRequest(self) -> None:
-        self._badRequest = False
-        self._write(BAD_REQUEST)
+        answer, self._badRequest = self._badRequest, None
+        self._write(answer or BAD_REQUEST)
         self.loseConnection()
 
     # -- handing requests to the application --------------------------------------------
@@ -447,7 +504,7 @@ class H1Channel(Protocol):
         if self._readPaused and not self._waitingForTransport:
             self._readPaused = False
             self._networkProducer.resumeProducing()
-        if self._badRequest:
+        if self._badRequest is not None:
             self._answerBadRequest()
             return
         parsing = self._parsing
