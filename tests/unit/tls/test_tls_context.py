@@ -337,3 +337,23 @@ def test_reload_swaps_certificates_for_new_connections(tmp_path: Path) -> None:
         factory.reload()
     client, _ = connect(factory, client_context())
     assert peer_cn(client) == "second"
+
+
+def test_tls13_suite_is_chosen_as_go_chooses_it(default_pair: tuple[str, str]) -> None:
+    """Go's server takes AES-128-GCM first, whatever AES suite the client lists first, and
+    ChaCha20-Poly1305 for a client that puts it first (no AES hardware)."""
+    factory = build_server_context(cert_file=default_pair[0], key_file=default_pair[1])
+    aes256_first = client_context()
+    aes256_first.set_tls13_ciphersuites(
+        b"TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256:TLS_AES_128_GCM_SHA256"
+    )
+    client, _ = connect(factory, aes256_first)
+    assert client.get_cipher_name() == "TLS_AES_128_GCM_SHA256"
+    chacha_first = client_context()
+    chacha_first.set_tls13_ciphersuites(b"TLS_CHACHA20_POLY1305_SHA256:TLS_AES_128_GCM_SHA256")
+    client, _ = connect(factory, chacha_first)
+    assert client.get_cipher_name() == "TLS_CHACHA20_POLY1305_SHA256"
+    only_256 = client_context()
+    only_256.set_tls13_ciphersuites(b"TLS_AES_256_GCM_SHA384")
+    client, _ = connect(factory, only_256)
+    assert client.get_cipher_name() == "TLS_AES_256_GCM_SHA384"
