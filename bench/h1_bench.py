@@ -49,10 +49,12 @@ REQUEST = (
 )
 
 
-def make_site() -> tuple[ApiSite, Clock]:
+def make_site(body_size: int = 0) -> tuple[ApiSite, Clock]:
+    """The benchmark's App, answering BODY (or ``body_size`` bytes of it, repeated)."""
     clock = Clock()
     router = Router()
-    answer = Response(200, (("Content-Type", "application/json"),), BODY)
+    body = (BODY * (body_size // len(BODY) + 1))[:body_size] if body_size else BODY
+    answer = Response(200, (("Content-Type", "application/json"),), body)
 
     def handler(request: Any, info: RequestInfo) -> Response:
         return answer
