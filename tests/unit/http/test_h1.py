@@ -22,7 +22,7 @@ from twisted.internet.error import ConnectionDone, ConnectionLost
 from twisted.internet.interfaces import IPushProducer
 from twisted.internet.testing import MemoryReactorClock, StringTransport
 from twisted.python.failure import Failure
-from twisted.web import http
+from twisted.web import _http2, http
 from twisted.web.http_headers import Headers
 from zope.interface import implementer
 
@@ -32,7 +32,7 @@ from apiserver.http.h1 import BAD_REQUEST, H1Channel
 from apiserver.http.h1request import H1Request, RequestHeaders, ResponseHeaders
 from apiserver.http.h2 import FastH2Connection, configure_http2
 from apiserver.http.response import Response, text
-from apiserver.http.site import ApiH1Request, ApiRequest, ApiSite
+from apiserver.http.site import ApiH1Request, ApiH2Request, ApiRequest, ApiSite
 from apiserver.service.lifecycle import Lifecycle
 
 Handler = Callable[[H1Request], None]
@@ -659,7 +659,8 @@ def test_site_builds_h1_channels_with_its_settings() -> None:
     channel = site.buildProtocol(None)
     assert isinstance(channel, H1Channel)
     assert channel.requestFactory is ApiH1Request
-    assert channel.h2RequestFactory is ApiRequest
+    assert channel.h2RequestFactory is ApiH2Request
+    assert ApiH2Request.twistedRequestFactory is ApiRequest
     assert channel.timeOut == site.timeOut
     assert channel.callLater == clock.callLater
     assert channel.factory is site and channel.site is site
@@ -790,6 +791,31 @@ def test_alpn_h2_hands_the_connection_to_http2(monkeypatch: pytest.MonkeyPatch) 
     assert channel.dataReceived == channel._h2.dataReceived
     channel.connectionLost(Failure(ConnectionDone()))
     assert not clock.getDelayedCalls() or all(not c.active() for c in clock.getDelayedCalls())
+
+
+def test_alpn_h2_without_our_connection_class_gets_twisted_requests(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Twisted's own H2Connection (configure_http2 not called) serves twisted.web requests.
+    monkeypatch.setattr(http, "H2Connection", _http2.H2Connection)
+    site, _ = make_site({"/hello": lambda request, info: text(200, "hi")})
+    channel: Any = site.buildProtocol(None)
+    channel.makeConnection(TLSLikeTransport())
+    client = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+    client.initiate_connection()
+    client.send_headers(
+        1,
+        [(":method", "GET"), (":path", "/hello"), (":scheme", "https"), (":authority", "x")],
+        end_stream=True,
+    )
+    channel.dataReceived(client.data_to_send())
+    assert type(channel._h2) is _http2.H2Connection
+    assert channel._h2.requestFactory is ApiRequest
+    channel._h2._sendPrioritisedData()  # Twisted sends DATA from its own loop
+    channel._h2._sendPrioritisedData()
+    events = client.receive_data(channel.transport.value())
+    data = b"".join(e.data for e in events if isinstance(e, h2.events.DataReceived))
+    assert data == b"hi"
 
 
 def test_no_alpn_stays_http1() -> None:

@@ -8,7 +8,8 @@ resets, settings) and what a resource can (producer pause/resume, lost connectio
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,6 +35,7 @@ from zope.interface import implementer
 
 from apiserver.http import h2 as fast
 from apiserver.http.h2 import MAX_BATCH, FastH2Connection, configure_http2
+from apiserver.http.h2request import H2Request
 
 SMALL = b'{"kind":"Status","status":"Success"}'
 WINDOW = 65535
@@ -122,6 +124,51 @@ def body_of(size: int) -> bytes:
     return (unit * (size // len(unit) + 1))[:size]
 
 
+class RoutesH2Request(H2Request):
+    """Our lean HTTP/2 request (:mod:`apiserver.http.h2request`) serving :class:`Routes` as
+    twisted.web's ``Request.render`` does (a ``content-length`` for a whole body)."""
+
+    twistedRequestFactory = server.Request
+
+    def process(self) -> None:
+        routes: Any = self._conn.site.resource
+        body = routes.render(self)
+        if body is server.NOT_DONE_YET:
+            return
+        self.setHeader(b"content-length", b"%d" % len(body))
+        self.write(body)
+        self.finish()
+
+
+#: The server paths every test runs against: twisted.web's ``H2Stream`` and ``Request`` or
+#: our lean request, each with frames received through h2 or our fast path.
+SERVER_PATHS = [("twisted", False), ("twisted", True), ("lean", False), ("lean", True)]
+SERVER_PATH_IDS = ["twisted-h2", "twisted-fastrecv", "lean-h2", "lean-fastrecv"]
+
+
+@contextlib.contextmanager
+def serving(kind: str, fast_receive: bool) -> Iterator[None]:
+    saved = Peer.lean, FastH2Connection.fastReceive
+    Peer.lean, FastH2Connection.fastReceive = kind == "lean", fast_receive
+    try:
+        yield
+    finally:
+        Peer.lean, FastH2Connection.fastReceive = saved
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    # Hypothesis tests loop over the paths themselves (pytest-twisted wraps a hypothesis
+    # test once per function, so it cannot be parametrized).
+    if "server_path" in metafunc.fixturenames and not hasattr(metafunc.function, "hypothesis"):
+        metafunc.parametrize("server_path", SERVER_PATHS, ids=SERVER_PATH_IDS, indirect=True)
+
+
+@pytest.fixture(autouse=True)
+def server_path(request: pytest.FixtureRequest) -> Iterator[None]:
+    with serving(*getattr(request, "param", SERVER_PATHS[-1])):
+        yield
+
+
 class QuietSite(server.Site):
     def log(self, request: Any) -> None:
         return None
@@ -144,6 +191,9 @@ class Answer:
 class Peer:
     """The h2 library as client, wired to a FastH2Connection on a memory transport."""
 
+    #: Serve with :class:`RoutesH2Request` instead of twisted.web's (see ``server_path``).
+    lean = False
+
     def __init__(
         self,
         connection: type[FastH2Connection] = FastH2Connection,
@@ -155,7 +205,7 @@ class Peer:
         self.routes = Routes()
         self.site = QuietSite(self.routes)
         self.server = connection(reactor=self.clock)
-        self.server.requestFactory = self.site.requestFactory
+        self.server.requestFactory = RoutesH2Request if self.lean else self.site.requestFactory
         self.server.site = self.site
         self.server.factory = self.site
         self.transport = CountingTransport()
@@ -626,6 +676,12 @@ def test_batch_budget_yields_to_the_reactor() -> None:
 def test_any_chunking_and_window_pattern_delivers_the_exact_body(
     chunks: list[int], acks: list[int], frame_size: int
 ) -> None:
+    for path in SERVER_PATHS:
+        with serving(*path):
+            _deliver_exact_body(chunks, acks, frame_size)
+
+
+def _deliver_exact_body(chunks: list[int], acks: list[int], frame_size: int) -> None:
     peer = Peer(
         client_settings={h2.settings.SettingCodes.MAX_FRAME_SIZE: frame_size},
         auto_ack=False,
