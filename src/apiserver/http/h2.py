@@ -27,8 +27,11 @@ frame). Here instead:
 - the priority tree (weights, dependencies, exclusivity as the client signals them, RFC 7540
   §5.3) decides the order only when streams compete for a scarce resource, the connection
   window or the per-pass budget, and only once the client has sent priority information;
-  until then contention is served round-robin, one frame a stream, which is what the tree
-  does for equal siblings. Without contention every ready stream is sent in full;
+  until then contention for the connection window is served round-robin, one frame a
+  stream, which is what the tree does for equal siblings, and a budget too small for all
+  the ready streams is shared equally among them. Without contention every ready stream is
+  sent in full; a stream's frames are built in one loop, each a header and a view of the
+  body (:meth:`FastH2Connection._sendFrames`), the body copied once, into the pass's write;
 - a stream whose window is exhausted leaves the schedule until a WINDOW_UPDATE (or a
   SETTINGS change of the initial window) opens it again, instead of being polled.
 
@@ -698,11 +701,24 @@ class FastH2Connection(_http2.H2Connection):
             for sid in list(ready):
                 self._sendStream(sid, MAX_BATCH)
             return False
-        # Contention for the connection window or the budget: one frame at a time, in
-        # the order the priority tree gives (Twisted's scheduling), or round-robin while
-        # the client has not used priorities (what the tree does for equal siblings).
         budget = MAX_BATCH
         frameSize = conn.max_outbound_frame_size
+        if demand <= connWindow and not self._treeInUse:
+            # Only the budget is short (several large answers at once): each ready stream
+            # gets an equal share of it, framed in one go, round after round.
+            while ready and budget > 0:
+                share = max(frameSize, budget // len(ready))
+                before = budget
+                for sid in list(ready):
+                    budget -= self._sendStream(sid, min(share, budget))
+                    if budget <= 0:
+                        break
+                if budget == before:
+                    break
+            return bool(ready)
+        # Contention for the connection window: one frame at a time, in the order the
+        # priority tree gives (Twisted's scheduling), or round-robin while the client has
+        # not used priorities (what the tree does for equal siblings).
         if self._treeInUse:
             tree = self.priority
             while budget > 0 and conn.outbound_flow_control_window > 0:
@@ -724,6 +740,14 @@ class FastH2Connection(_http2.H2Connection):
         """Send up to ``limit`` bytes (and at most ``frames`` frames) of a stream's queue,
         ending the stream when its end marker is reached; return the bytes sent."""
         conn = self.conn
+        if frames < 0:
+            stream = conn.streams.get(sid)
+            if (
+                stream is not None
+                and stream.state_machine.state in _DATA_STREAM_STATES
+                and conn.state_machine.state is ConnectionState.SERVER_OPEN
+            ):
+                return self._sendFrames(sid, stream, limit)
         queue = self._outboundStreamQueues[sid]
         sent = 0
         while queue and frames != 0:
@@ -753,6 +777,105 @@ class FastH2Connection(_http2.H2Connection):
                 self._requestDone(sid)
                 return sent
         if not queue or conn.local_flow_control_window(sid) <= 0:
+            # Drained, or waiting for a WINDOW_UPDATE: off the schedule until then.
+            self._markIdle(sid)
+        return sent
+
+    def _sendFrames(self, sid: int, stream: Any, limit: int) -> int:
+        """Frame up to ``limit`` bytes of a stream's queue as :meth:`_sendData` frames them,
+        all that the windows allow in one loop; return the bytes sent.
+
+        Why: a LIST answer is hundreds of kilobytes, tens of frames of the peer's frame size
+        (16 KiB by default). Framed one at a time (the windows asked of h2, a chunk taken,
+        copied out of the body, h2's buffer flushed) that cost several microseconds a frame
+        and a copy of the body; here a frame is a header and a view of the body, and the
+        body is copied once, when the pass joins its frames for the transport. The windows
+        are charged and END_STREAM goes through h2's state machine as in :meth:`_sendData`.
+        """
+        conn = self.conn
+        queue = self._outboundStreamQueues[sid]
+        room = min(conn.outbound_flow_control_window, stream.outbound_flow_control_window, limit)
+        frameSize = conn.max_outbound_frame_size
+        out = self._out
+        pending = conn.data_to_send()
+        if pending:
+            out.append(pending)
+        pack = _FRAME_HEADER.pack
+        sent = 0
+        end = False
+        while queue:
+            head = queue[0]
+            if head is _END:
+                # An end with no data left before it: an empty DATA frame ends the stream.
+                queue.popleft()
+                end = True
+                stream.state_machine.process_input(StreamInputs.SEND_END_STREAM)
+                out.append(pack(0, 0, 0, 0x1, sid))
+                break
+            cap = room - sent
+            if cap <= 0:
+                break
+            if cap > frameSize:
+                cap = frameSize
+            size = len(head)
+            if size >= cap:
+                # The head alone fills the frame.
+                if size == cap:
+                    queue.popleft()
+                    piece = head
+                else:
+                    view = head if isinstance(head, memoryview) else memoryview(head)
+                    piece = view[:cap]
+                    queue[0] = view[cap:]
+                size = cap
+                pieces = None
+            else:
+                # Small chunks joined into one frame (see _takeFrame).
+                queue.popleft()
+                pieces = [head]
+                while queue:
+                    nxt = queue[0]
+                    if nxt is _END:
+                        break
+                    left = cap - size
+                    if left <= 0:
+                        break
+                    n = len(nxt)
+                    if n > left:
+                        view = nxt if isinstance(nxt, memoryview) else memoryview(nxt)
+                        queue[0] = view[left:]
+                        pieces.append(view[:left])
+                        size += left
+                        break
+                    queue.popleft()
+                    pieces.append(nxt)
+                    size += n
+            flags = 0
+            if queue and queue[0] is _END:
+                queue.popleft()
+                end = True
+                stream.state_machine.process_input(StreamInputs.SEND_END_STREAM)
+                flags = 0x1
+            elif not size:
+                continue
+            out.append(pack(size >> 8, size & 0xFF, 0, flags, sid))
+            if pieces is None:
+                out.append(piece)
+            else:
+                out.extend(pieces)
+            sent += size
+            if end:
+                break
+        stream.outbound_flow_control_window -= sent
+        conn.outbound_flow_control_window -= sent
+        self._queuedBytes[sid] -= sent
+        if end:
+            self._requestDone(sid)
+        elif (
+            not queue
+            or stream.outbound_flow_control_window <= 0
+            or conn.outbound_flow_control_window <= 0
+        ):
             # Drained, or waiting for a WINDOW_UPDATE: off the schedule until then.
             self._markIdle(sid)
         return sent

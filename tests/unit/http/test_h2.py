@@ -667,6 +667,31 @@ def test_batch_budget_yields_to_the_reactor() -> None:
     assert bytes(peer.answers[sid].body) == body_of(size)
 
 
+def test_large_answers_share_the_batch_budget() -> None:
+    """Several large answers at once, windows wide open: each pass spends its budget in
+    equal shares, each share framed in one go, every body exact in the end."""
+    size = 600_000
+    peer = Peer(
+        client_settings={h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: (1 << 31) - 1},
+        auto_ack=False,
+    )
+    peer.client.increment_flow_control_window((1 << 31) - 1 - WINDOW)
+    ids = [peer.request(b"/big/%d" % size) for _ in range(3)]
+    peer.server.dataReceived(peer.client.data_to_send())
+    peer.receive(peer.transport.value())
+    peer.transport.clear()
+    sizes = [len(peer.answers[sid].body) for sid in ids]
+    assert sum(sizes) == MAX_BATCH
+    assert max(sizes) - min(sizes) <= 1
+    peer.flush()
+    for sid in ids:
+        assert bytes(peer.answers[sid].body) == body_of(size)
+        frames = peer.data_frames(sid)
+        assert all(len(f.data) <= 16384 for f in frames)
+        assert [("END_STREAM" in f.flags) for f in frames] == [False] * (len(frames) - 1) + [True]
+    assert peer.server_state_empty()
+
+
 @settings(max_examples=40, deadline=None)
 @given(
     chunks=st.lists(st.integers(min_value=0, max_value=40_000), min_size=1, max_size=12),
