@@ -81,6 +81,7 @@ from h2.stream import StreamInputs, StreamState
 from twisted.internet.defer import Deferred
 from twisted.internet.error import ConnectionLost
 from twisted.internet.protocol import connectionDone
+from twisted.protocols.tls import BufferingTLSTransport, TLSMemoryBIOProtocol
 from twisted.python.failure import Failure
 from twisted.web import _http2, http
 
@@ -91,6 +92,9 @@ DEFAULT_MAX_STREAMS = 100
 #: Bytes of DATA one send pass may hand to the transport before it yields to the reactor
 #: (the rest follows on the next turn), so that one huge response cannot hold the reactor.
 MAX_BATCH = 1 << 20
+
+#: Writes of at least this size go to TLS directly (see ``FastH2Connection._writeOut``).
+_DIRECT_TLS_WRITE = 1 << 16
 
 #: DATA bytes after which a pass takes h2's output buffer aside (see ``_drain``).
 _DRAIN_AT = 1 << 16
@@ -672,8 +676,7 @@ class FastH2Connection(_http2.H2Connection):
                     data = b"".join(out)
                     out.clear()
                     self._undrained = 0
-                    assert self.transport is not None
-                    self.transport.write(data)
+                    self._writeOut(data)
                 elif not self._tryToWriteControlData():
                     return
                 if not self._sendAgain or more:
@@ -686,6 +689,23 @@ class FastH2Connection(_http2.H2Connection):
                 done.callback(sid)
         if more:
             self._scheduleSend()
+
+    def _writeOut(self, data: bytes) -> None:
+        """Hand a pass's frames to the transport.
+
+        A large write goes to TLS at once (after whatever waits in Twisted's small-write
+        buffer) and as a view: Twisted's TLS transport cuts what it is given into 16 KiB
+        records, copying each piece of a ``bytes`` but not of a ``memoryview``, and its
+        small-write buffer would only delay it by a reactor turn. Small writes keep the
+        buffer, as HTTP/1.1 does (``H1Channel.writeStreamData``).
+        """
+        transport = self.transport
+        assert transport is not None
+        if len(data) >= _DIRECT_TLS_WRITE and isinstance(transport, BufferingTLSTransport):
+            transport._aggregator.flush()
+            TLSMemoryBIOProtocol.write(transport, memoryview(data))
+            return
+        transport.write(data)
 
     def _sendReady(self) -> bool:
         """Generate the DATA frames of the ready streams; True if the budget ran out first."""

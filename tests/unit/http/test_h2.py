@@ -1154,3 +1154,40 @@ def test_response_headers_past_the_frame_size_use_continuation_frames() -> None:
     assert kinds[:2] == ["HeadersFrame", "ContinuationFrame"]
     peer.flush()
     assert peer.server_state_empty()
+
+
+def test_large_passes_go_to_tls_at_once_as_a_view(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pass writing 64 KiB or more flushes Twisted's small-write buffer, then goes to TLS
+    at once as a memoryview (TLS cuts it into records without copying); smaller passes are
+    left to that buffer. Order is kept."""
+    from twisted.protocols.tls import BufferingTLSTransport, TLSMemoryBIOProtocol
+
+    order: list[tuple[str, Any]] = []
+
+    class Aggregator:
+        def __init__(self) -> None:
+            self.waiting: list[bytes] = []
+
+        def write(self, data: bytes) -> None:
+            self.waiting.append(data)
+
+        def flush(self) -> None:
+            if self.waiting:
+                order.append(("buffered", b"".join(self.waiting)))
+                self.waiting.clear()
+
+    tls: Any = BufferingTLSTransport.__new__(BufferingTLSTransport)
+    tls._aggregator = Aggregator()
+    tls.write = tls._aggregator.write
+    monkeypatch.setattr(
+        TLSMemoryBIOProtocol, "write", lambda self, data: order.append(("direct", data))
+    )
+    conn = FastH2Connection(reactor=Clock())
+    conn.transport = tls
+    conn._writeOut(b"small")
+    assert order == []
+    big = b"x" * fast._DIRECT_TLS_WRITE
+    conn._writeOut(big)
+    assert [kind for kind, _ in order] == ["buffered", "direct"]
+    assert order[0][1] == b"small"
+    assert isinstance(order[1][1], memoryview) and bytes(order[1][1]) == big

@@ -188,6 +188,8 @@ async def test_client_certificate_reaches_the_apps_requests_over_http11_and_h2(
 
     router = Router()
     router.add("/", whoami)
+    big = "".join(f"{n:07d}\n" for n in range(40_000))  # 320 kB: written to TLS as a view
+    router.add("/big", lambda request, info: text(200, big))
     site = ApiSite(App(router, the_reactor, ServingPolicy()))
     context = build_server_context(
         cert_file=pki["serving"][0],
@@ -203,6 +205,9 @@ async def test_client_certificate_reaches_the_apps_requests_over_http11_and_h2(
     assert (body, version) == ("cn=alice chain=2 none ApiH2Request", "2")
     body, version = await curl("--http2", server.url)
     assert (body, version) == ("cn=none chain=0 none ApiH2Request", "2")
+    for protocol in ("--http1.1", "--http2"):
+        body, _ = await curl(protocol, server.url + "big")
+        assert body == big
 
 
 @needs_curl
