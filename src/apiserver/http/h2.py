@@ -817,9 +817,9 @@ class FastH2Connection(_http2.H2Connection):
         room = min(conn.outbound_flow_control_window, stream.outbound_flow_control_window, limit)
         frameSize = conn.max_outbound_frame_size
         out = self._out
-        pending = conn.data_to_send()
-        if pending:
-            out.append(pending)
+        if conn._data_to_send:
+            # What h2 queued (HEADERS, control frames) goes first.
+            out.append(conn.data_to_send())
         pack = _FRAME_HEADER.pack
         sent = 0
         end = False
