@@ -74,8 +74,8 @@ def twisted_channel(site: ApiSite, clock: Clock) -> Any:
     return channel
 
 
-def run(kind: str, requests: int) -> float:
-    site, clock = make_site()
+def run(kind: str, requests: int, body_size: int = 0) -> float:
+    site, clock = make_site(body_size)
     channel = twisted_channel(site, clock) if kind == "twisted" else site.buildProtocol(None)
     transport = StringTransport()
     channel.makeConnection(transport)

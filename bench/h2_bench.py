@@ -9,7 +9,7 @@ route answering a fixed body through ``App.write``, with the lifecycle gate, so
 ``StringTransport``:
 
 - ``h1``: one keep-alive HTTP/1.1 connection, one request per ``dataReceived`` (like
-  h2load ``--h1 -m 1``);
+  h2load ``--h1 -m 1``), as ``h1_bench.py`` runs it;
 - ``h2``: one HTTP/2 connection (ALPN ``h2``, so :class:`apiserver.http.h2.FastH2Connection`
   as the daemon runs it), ``--streams`` requests per ``dataReceived`` (like h2load
   ``-m 4``: a client sends the next requests as the answers arrive), the request frames as
@@ -37,7 +37,7 @@ for entry in (str(REPO), str(REPO / "src")):
 import h2.config  # noqa: E402
 import h2.connection  # noqa: E402
 import hpack  # noqa: E402
-from bench.h1_bench import BODY, PATH, make_site  # noqa: E402
+from bench.h1_bench import BODY, PATH, make_site, run  # noqa: E402
 from twisted.internet.testing import StringTransport  # noqa: E402
 
 from apiserver.http.h2 import configure_http2  # noqa: E402
@@ -127,27 +127,6 @@ def check(data: bytes, decoder: Any, streams: int, body: int) -> None:
     assert (headers, ended, sizes) == (streams, streams, streams * body), (headers, ended, sizes)
 
 
-def run_h1(requests: int, body: int) -> float:
-    site, _ = make_site(body)
-    channel = site.buildProtocol(None)
-    transport = StringTransport()
-    channel.makeConnection(transport)
-    request = (
-        b"GET " + PATH + b" HTTP/1.1\r\nHost: 127.0.0.1:6443\r\n"
-        b"User-Agent: h2load nghttp2/1.52.0\r\nAccept: application/json\r\n\r\n"
-    )
-    receive = channel.dataReceived
-    clear = transport.clear
-    receive(request)
-    assert transport.value().startswith(b"HTTP/1.1 200 OK"), transport.value()[:200]
-    clear()
-    started = time.perf_counter()
-    for _ in range(requests):
-        receive(request)
-        clear()
-    return (time.perf_counter() - started) / requests * 1e6
-
-
 def run_h2(requests: int, body: int, streams: int) -> float:
     site, clock = make_site(body)
     channel = site.buildProtocol(None)
@@ -202,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     for _ in range(args.rounds):
         for kind in kinds:
             if kind == "h1":
-                us = run_h1(args.requests, args.body)
+                us = run("h1", args.requests, args.body)
             else:
                 us = run_h2(args.requests, args.body, args.streams)
             best[kind] = min(best.get(kind, us), us)

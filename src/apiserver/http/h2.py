@@ -837,39 +837,7 @@ class FastH2Connection(_http2.H2Connection):
                 break
             if cap > frameSize:
                 cap = frameSize
-            size = len(head)
-            if size >= cap:
-                # The head alone fills the frame.
-                if size == cap:
-                    queue.popleft()
-                    piece = head
-                else:
-                    view = head if isinstance(head, memoryview) else memoryview(head)
-                    piece = view[:cap]
-                    queue[0] = view[cap:]
-                size = cap
-                pieces = None
-            else:
-                # Small chunks joined into one frame (see _takeFrame).
-                queue.popleft()
-                pieces = [head]
-                while queue:
-                    nxt = queue[0]
-                    if nxt is _END:
-                        break
-                    left = cap - size
-                    if left <= 0:
-                        break
-                    n = len(nxt)
-                    if n > left:
-                        view = nxt if isinstance(nxt, memoryview) else memoryview(nxt)
-                        queue[0] = view[left:]
-                        pieces.append(view[:left])
-                        size += left
-                        break
-                    queue.popleft()
-                    pieces.append(nxt)
-                    size += n
+            pieces, size = _takePieces(queue, cap)
             flags = 0
             if queue and queue[0] is _END:
                 queue.popleft()
@@ -879,10 +847,7 @@ class FastH2Connection(_http2.H2Connection):
             elif not size:
                 continue
             out.append(pack(size >> 8, size & 0xFF, 0, flags, sid))
-            if pieces is None:
-                out.append(piece)
-            else:
-                out.extend(pieces)
+            out.extend(pieces)
             sent += size
             if end:
                 break
@@ -990,17 +955,16 @@ def _contentLength(headers: list[tuple[bytes, bytes]]) -> int | None:
 _DATA_STREAM_STATES = (StreamState.OPEN, StreamState.HALF_CLOSED_REMOTE)
 
 
-def _takeFrame(queue: deque[Any], room: int) -> tuple[bytes, int]:
+def _takePieces(queue: deque[Any], room: int) -> tuple[list[Any], int]:
     """Pop up to ``room`` bytes of data chunks off the front of ``queue`` (not past an end
-    marker), splitting the last one if needed; small chunks are joined into one frame."""
+    marker), splitting the last one if needed (the rest stays queued as a view); return
+    the pieces, to be sent as one frame, and their size."""
     head = queue.popleft()
     size = len(head)
     if size > room:
         view = head if isinstance(head, memoryview) else memoryview(head)
         queue.appendleft(view[room:])
-        return bytes(view[:room]), room
-    if not queue or size == room or queue[0] is _END:
-        return bytes(head) if isinstance(head, memoryview) else head, size
+        return [view[:room]], room
     parts = [head]
     while queue:
         nxt = queue[0]
@@ -1019,6 +983,15 @@ def _takeFrame(queue: deque[Any], room: int) -> tuple[bytes, int]:
         queue.popleft()
         parts.append(nxt)
         size += n
+    return parts, size
+
+
+def _takeFrame(queue: deque[Any], room: int) -> tuple[bytes, int]:
+    """:func:`_takePieces` as one ``bytes``: small chunks are joined into one frame."""
+    parts, size = _takePieces(queue, room)
+    if len(parts) == 1:
+        head = parts[0]
+        return bytes(head) if isinstance(head, memoryview) else head, size
     return b"".join(parts), size
 
 

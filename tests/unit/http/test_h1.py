@@ -15,6 +15,7 @@ import h2.config
 import h2.connection
 import h2.events
 import pytest
+from http_helpers import fake_buffering_tls, streaming
 from twisted.internet._producer_helpers import _PullToPush
 from twisted.internet.address import IPv4Address
 from twisted.internet.defer import Deferred
@@ -687,17 +688,6 @@ def our_answer(site: ApiSite, data: bytes) -> tuple[bytes, bool]:
     return transport.value(), bool(transport.disconnecting)
 
 
-def streaming(request: Any, info: RequestInfo) -> object:
-    from apiserver.http.app import STREAMING
-
-    request.setHeader(b"content-type", b"application/json")
-    request.write(b"")
-    request.write(b'{"type":"ADDED"}\n')
-    request.write(b'{"type":"DELETED"}\n')
-    request.finish()
-    return STREAMING
-
-
 @pytest.mark.parametrize(
     "data",
     [
@@ -760,6 +750,19 @@ def test_deferred_answer_and_loss_cancel_the_handler() -> None:
     assert cancelled  # App cancels the handler when the client goes away
 
 
+def h2_get_hello(channel: Any) -> h2.connection.H2Connection:
+    """An h2 client's preface and ``GET /hello``, fed to ``channel``."""
+    client = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+    client.initiate_connection()
+    client.send_headers(
+        1,
+        [(":method", "GET"), (":path", "/hello"), (":scheme", "https"), (":authority", "x")],
+        end_stream=True,
+    )
+    channel.dataReceived(client.data_to_send())
+    return client
+
+
 class TLSLikeTransport(StringTransport):
     """A memory transport that says ALPN picked ``h2``."""
 
@@ -773,14 +776,7 @@ def test_alpn_h2_hands_the_connection_to_http2(monkeypatch: pytest.MonkeyPatch) 
     channel: Any = site.buildProtocol(None)
     transport = TLSLikeTransport()
     channel.makeConnection(transport)
-    client = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
-    client.initiate_connection()
-    client.send_headers(
-        1,
-        [(":method", "GET"), (":path", "/hello"), (":scheme", "https"), (":authority", "x")],
-        end_stream=True,
-    )
-    channel.dataReceived(client.data_to_send())
+    client = h2_get_hello(channel)
     assert isinstance(channel._h2, FastH2Connection)
     assert transport.producer is channel._h2  # the transport's producer is HTTP/2 now
     events = client.receive_data(transport.value())
@@ -801,14 +797,7 @@ def test_alpn_h2_without_our_connection_class_gets_twisted_requests(
     site, _ = make_site({"/hello": lambda request, info: text(200, "hi")})
     channel: Any = site.buildProtocol(None)
     channel.makeConnection(TLSLikeTransport())
-    client = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
-    client.initiate_connection()
-    client.send_headers(
-        1,
-        [(":method", "GET"), (":path", "/hello"), (":scheme", "https"), (":authority", "x")],
-        end_stream=True,
-    )
-    channel.dataReceived(client.data_to_send())
+    client = h2_get_hello(channel)
     assert type(channel._h2) is _http2.H2Connection
     assert channel._h2.requestFactory is ApiRequest
     channel._h2._sendPrioritisedData()  # Twisted sends DATA from its own loop
@@ -833,30 +822,9 @@ def test_large_writes_go_to_tls_at_once_after_the_small_ones_waiting(
     """A streamed piece of DIRECT_TLS_WRITE bytes or more flushes Twisted's small-write
     buffer, then is encrypted at once; whole writes and small pieces are left to that
     buffer. Order is kept."""
-    from twisted.protocols.tls import BufferingTLSTransport, TLSMemoryBIOProtocol
-
     from apiserver.http.h1 import DIRECT_TLS_WRITE
 
-    order: list[tuple[str, bytes]] = []
-
-    class Aggregator:
-        def __init__(self) -> None:
-            self.waiting: list[bytes] = []
-
-        def write(self, data: bytes) -> None:
-            self.waiting.append(data)
-
-        def flush(self) -> None:
-            if self.waiting:
-                order.append(("tls", b"".join(self.waiting)))
-                self.waiting.clear()
-
-    tls: Any = BufferingTLSTransport.__new__(BufferingTLSTransport)
-    tls._aggregator = Aggregator()
-    tls.write = tls._aggregator.write
-    monkeypatch.setattr(
-        TLSMemoryBIOProtocol, "write", lambda self, data: order.append(("tls", data))
-    )
+    tls, order = fake_buffering_tls(monkeypatch)
     channel = H1Channel()
     channel.transport = tls
     channel._write(b"head-and-first-chunk" * 100)  # whole writes: always the buffer
@@ -864,4 +832,4 @@ def test_large_writes_go_to_tls_at_once_after_the_small_ones_waiting(
     assert order == []
     big = b"x" * DIRECT_TLS_WRITE
     channel.writeStreamData(big)
-    assert order == [("tls", b"head-and-first-chunk" * 100 + b"small"), ("tls", big)]
+    assert order == [("buffered", b"head-and-first-chunk" * 100 + b"small"), ("direct", big)]

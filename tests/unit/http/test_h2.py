@@ -22,6 +22,7 @@ import h2.settings
 import h2.utilities
 import hpack
 import pytest
+from http_helpers import fake_buffering_tls, parse_frames, request_headers
 from hyperframe.frame import DataFrame, Frame, HeadersFrame, WindowUpdateFrame
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -268,12 +269,7 @@ class Peer:
         **priority: Any,
     ) -> int:
         sid: int = self.client.get_next_available_stream_id()
-        headers = [
-            (b":method", method),
-            (b":scheme", b"https"),
-            (b":authority", b"localhost"),
-            (b":path", path),
-        ]
+        headers = request_headers(method, path, b"localhost")
         self.client.send_headers(sid, headers, end_stream=not body, **priority)
         if body:
             self.client.send_data(sid, body, end_stream=True)
@@ -301,18 +297,6 @@ def turn(clock: Clock) -> None:
         clock.calls.remove(call)
         call.called = True
         call.func(*call.args, **call.kw)
-
-
-def parse_frames(data: bytes) -> list[Frame]:
-    """Split server bytes into frames (the preface's SETTINGS included)."""
-    frames: list[Frame] = []
-    view = memoryview(data)
-    while view:
-        frame, length = Frame.parse_frame_header(view[:9])
-        frame.parse_body(view[9 : 9 + length])
-        frames.append(frame)
-        view = view[9 + length :]
-    return frames
 
 
 # ---------------------------------------------------------------------------------------
@@ -1160,28 +1144,7 @@ def test_large_passes_go_to_tls_at_once_as_a_view(monkeypatch: pytest.MonkeyPatc
     """A pass writing 64 KiB or more flushes Twisted's small-write buffer, then goes to TLS
     at once as a memoryview (TLS cuts it into records without copying); smaller passes are
     left to that buffer. Order is kept."""
-    from twisted.protocols.tls import BufferingTLSTransport, TLSMemoryBIOProtocol
-
-    order: list[tuple[str, Any]] = []
-
-    class Aggregator:
-        def __init__(self) -> None:
-            self.waiting: list[bytes] = []
-
-        def write(self, data: bytes) -> None:
-            self.waiting.append(data)
-
-        def flush(self) -> None:
-            if self.waiting:
-                order.append(("buffered", b"".join(self.waiting)))
-                self.waiting.clear()
-
-    tls: Any = BufferingTLSTransport.__new__(BufferingTLSTransport)
-    tls._aggregator = Aggregator()
-    tls.write = tls._aggregator.write
-    monkeypatch.setattr(
-        TLSMemoryBIOProtocol, "write", lambda self, data: order.append(("direct", data))
-    )
+    tls, order = fake_buffering_tls(monkeypatch)
     conn = FastH2Connection(reactor=Clock())
     conn.transport = tls
     conn._writeOut(b"small")

@@ -23,7 +23,8 @@ import h2.events
 import h2.settings
 import hpack
 import pytest
-from hyperframe.frame import Frame, GoAwayFrame
+from http_helpers import parse_frames, request_headers, streaming
+from hyperframe.frame import GoAwayFrame
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from twisted.internet.address import IPv4Address
@@ -32,7 +33,7 @@ from twisted.internet.testing import MemoryReactorClock, StringTransport
 from twisted.web import _http2
 
 from apiserver.http import site as site_module
-from apiserver.http.app import STREAMING, App, RequestInfo, Router, ServingPolicy
+from apiserver.http.app import App, RequestInfo, Router, ServingPolicy
 from apiserver.http.h2 import FastH2Connection, _LiteralEncoder, _responseHeaderBlock
 from apiserver.http.h2request import H2Request
 from apiserver.http.response import Response, text
@@ -66,15 +67,6 @@ def record(request: Any, info: RequestInfo) -> Response:
         "conn_transport": type(request.channel._conn.transport).__name__,
     }
     return Response(200, (("Content-Type", "application/json"),), json.dumps(seen).encode())
-
-
-def streaming(request: Any, info: RequestInfo) -> object:
-    request.setHeader(b"content-type", b"application/json")
-    request.write(b"")
-    request.write(b'{"type":"ADDED"}\n')
-    request.write(b'{"type":"DELETED"}\n')
-    request.finish()
-    return STREAMING
 
 
 class Pending:
@@ -179,10 +171,7 @@ class Pair:
     ) -> int:
         sid: int = self.client.get_next_available_stream_id()
         headers = [
-            (b":method", method),
-            (b":scheme", b"https"),
-            (b":authority", b"example.test:6443"),
-            (b":path", path),
+            *request_headers(method, path, b"example.test:6443"),
             (b"audit-id", b"fixed-%d" % sid),
             *(extra or []),
         ]
@@ -551,17 +540,6 @@ def test_frames_on_a_finished_stream_get_h2s_answer(frame: bytes) -> None:
     again = pair.request(b"/hello")
     pair.send()
     assert pair.answers()[again][1] == b"hi"
-
-
-def parse_frames(data: bytes) -> list[Frame]:
-    frames: list[Frame] = []
-    view = memoryview(data)
-    while view:
-        frame, length = Frame.parse_frame_header(view[:9])
-        frame.parse_body(view[9 : 9 + length])
-        frames.append(frame)
-        view = view[9 + length :]
-    return frames
 
 
 def _frame(kind: int, flags: int, sid: int, payload: bytes) -> bytes:
