@@ -51,7 +51,9 @@ request of the everyday shape gets a lean request object that is also its stream
 ``H2Stream`` and a twisted.web ``Request``, and its response header block is encoded
 straight from its ``Headers`` (:meth:`_LiteralEncoder.encodeResponse`). Measured with
 ``bench/h2_bench.py`` (in-process, the App of ``h1_bench.py``, four requests a read): a GET
-went from about 80 to 40 us of CPU.
+went from about 80 to 40 us of CPU, a 656 kB answer (a LIST of 500 events) from about 400
+to 110 us (the send path above); a pass of 64 KiB or more goes to TLS at once, as a view
+(:meth:`FastH2Connection._writeOut`).
 
 Everything else is Twisted's: producers are paused when a stream's window minus its queued
 bytes reaches zero and resumed on WINDOW_UPDATE (streaming watches), RST_STREAM and its
