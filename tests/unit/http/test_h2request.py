@@ -735,3 +735,38 @@ def test_frames_on_our_path_restart_the_idle_timeout() -> None:
         server.clock.advance(101)
         assert server.transport.disconnecting
     assert pair.new.transport.value() == pair.old.transport.value()  # the same GOAWAY
+
+
+def test_producers_are_registered_as_twisted_webs_stream_does() -> None:
+    """A pull producer is wrapped (``_PullToPush``) and stopped on unregister; a second
+    producer is refused; one still registered at ``finish`` is logged and dropped."""
+    from twisted.internet._producer_helpers import _PullToPush
+
+    class Pull:
+        stopped = False
+
+        def resumeProducing(self) -> None:
+            pass
+
+        def stopProducing(self) -> None:
+            self.stopped = True
+
+    pair = Pair()
+    sid = pair.request(b"/later")
+    pair.send()
+    request = pair.new.conn.streams[sid]
+    pull = Pull()
+    request.registerProducer(pull, False)
+    assert request.producer is pull and isinstance(request._streamProducer, _PullToPush)
+    with pytest.raises(ValueError, match="before previous one"):
+        request.registerProducer(Pull(), True)
+    request.unregisterProducer()
+    assert request.producer is None and request._streamProducer is None
+    push = Pull()
+    request.registerProducer(push, True)
+    assert request._streamProducer is push
+    request.setResponseCode(200)
+    request.finish()  # logs "Producer was not unregistered" and unregisters it
+    assert request.producer is None
+    with pytest.raises(RuntimeError, match="finished or disconnected"):
+        request.registerProducer(Pull(), True)
