@@ -138,7 +138,7 @@ class FastH2Connection(_http2.H2Connection):
         self._sendAgain = False
         # Frames taken out of h2's buffer during a pass (see _drain), and the DATA bytes
         # generated since the last time.
-        self._out: list[bytes] = []
+        self._out: list[Any] = []
         self._undrained = 0
         # Cleanup Deferreds of streams a pass ended, fired once their frames are written.
         self._finished: list[tuple[Deferred[int], int]] = []
@@ -839,6 +839,20 @@ class FastH2Connection(_http2.H2Connection):
                 break
             if cap > frameSize:
                 cap = frameSize
+                whole = min(len(head) - 1, room - sent) // frameSize
+                if whole > 1:
+                    # Full frames from inside one large chunk (a LIST's body): the same
+                    # header every time, views of the body.
+                    view = head if isinstance(head, memoryview) else memoryview(head)
+                    header = pack(frameSize >> 8, frameSize & 0xFF, 0, 0, sid)
+                    append = out.append
+                    end_at = whole * frameSize
+                    for offset in range(0, end_at, frameSize):
+                        append(header)
+                        append(view[offset : offset + frameSize])
+                    queue[0] = view[end_at:]
+                    sent += end_at
+                    continue
             pieces, size = _takePieces(queue, cap)
             flags = 0
             if queue and queue[0] is _END:
