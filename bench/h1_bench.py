@@ -49,10 +49,12 @@ REQUEST = (
 )
 
 
-def make_site() -> tuple[ApiSite, Clock]:
+def make_site(body_size: int = 0) -> tuple[ApiSite, Clock]:
+    """The benchmark's App, answering BODY (or ``body_size`` bytes of it, repeated)."""
     clock = Clock()
     router = Router()
-    answer = Response(200, (("Content-Type", "application/json"),), BODY)
+    body = (BODY * (body_size // len(BODY) + 1))[:body_size] if body_size else BODY
+    answer = Response(200, (("Content-Type", "application/json"),), body)
 
     def handler(request: Any, info: RequestInfo) -> Response:
         return answer
@@ -72,8 +74,8 @@ def twisted_channel(site: ApiSite, clock: Clock) -> Any:
     return channel
 
 
-def run(kind: str, requests: int) -> float:
-    site, clock = make_site()
+def run(kind: str, requests: int, body_size: int = 0) -> float:
+    site, clock = make_site(body_size)
     channel = twisted_channel(site, clock) if kind == "twisted" else site.buildProtocol(None)
     transport = StringTransport()
     channel.makeConnection(transport)

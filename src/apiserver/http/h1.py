@@ -263,7 +263,12 @@ class H1Channel(Protocol):
         self._cancelTimer()
         self._networkProducer.unregisterProducer()
         h2: Any = http.H2Connection()
-        h2.requestFactory = self.h2RequestFactory
+        factory = self.h2RequestFactory
+        if not getattr(h2, "servesLeanRequests", False):
+            # Twisted's own connection (``configure_http2`` not called): it builds its
+            # H2Stream around a twisted.web request class.
+            factory = getattr(factory, "twistedRequestFactory", None) or factory
+        h2.requestFactory = factory
         h2.site = self.site
         h2.factory = self.factory
         h2.timeOut = self.timeOut

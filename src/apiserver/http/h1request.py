@@ -20,6 +20,7 @@ a HEAD or a 204/304, chunks as ``<hex length>CRLF<data>CRLF`` and ``0CRLFCRLF`` 
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from typing import IO, TYPE_CHECKING, Any
 
 from twisted.internet.defer import Deferred
@@ -275,13 +276,9 @@ class H1Request:
         if self.finished:
             warnings.warn("Warning! request.finish called twice.", stacklevel=2)
             return
-        channel = self.channel
-        assert channel is not None
         if not self.startedWriting:
             self.write(b"")
-        if self.chunked:
-            channel.writeData(b"0\r\n\r\n")
-        logger = channel._accessLog
+        logger = self._endBody()
         if logger is not None:
             logger(self)
         self.finished = 1
@@ -290,12 +287,26 @@ class H1Request:
                 "", Failure(RuntimeError(f"Producer was not unregistered for {self.uri!r}"))
             )
             self.unregisterProducer()
-        self.channel = None
-        self.content = None
-        channel.requestDone(self)
+        self._release()
         notifications, self.notifications = self.notifications, []
         for d in notifications:
             d.callback(None)
+
+    def _endBody(self) -> Callable[[Any], None] | None:
+        """Send what ends the body (the last chunk); return the access log, if any."""
+        channel = self.channel
+        assert channel is not None
+        if self.chunked:
+            channel.writeData(b"0\r\n\r\n")
+        return channel._accessLog
+
+    def _release(self) -> None:
+        """The response is sent: let the channel go on to the next request."""
+        channel = self.channel
+        assert channel is not None
+        self.channel = None
+        self.content = None
+        channel.requestDone(self)
 
     def registerProducer(self, producer: Any, streaming: bool) -> None:
         if self.producer is not None:
@@ -324,7 +335,9 @@ class H1Request:
         """The connection went away before the response was finished."""
         self._disconnected = True
         self.channel = None
-        self.content = None
+        content, self.content = self.content, None
+        if content is not None:
+            content.close()
         notifications, self.notifications = self.notifications, []
         for d in notifications:
             d.errback(reason)

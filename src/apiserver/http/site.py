@@ -6,8 +6,10 @@ tree; we need none of that. The access log is off unless ``-v`` is 3 or more (DE
 default per-request log costs about 40% of throughput).
 
 HTTP/1.x connections are served by :class:`apiserver.http.h1.H1Channel` with
-:class:`ApiH1Request` (the site's ``buildProtocol``); HTTP/2 streams (ALPN ``h2``) still get
-twisted.web requests, :class:`ApiRequest`. Both are served by :func:`serve`.
+:class:`ApiH1Request` (the site's ``buildProtocol``); HTTP/2 streams (ALPN ``h2``) by
+:class:`ApiH2Request` (:mod:`apiserver.http.h2request`), or twisted.web's
+:class:`ApiRequest` for the rare header block of an unusual shape. All are served by
+:func:`serve`.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from twisted.web.resource import Resource
 
 from apiserver.http.app import App
 from apiserver.http.h1 import H1Channel, H1Request
+from apiserver.http.h2request import H2Request
 
 log = Logger()
 
@@ -60,6 +63,17 @@ class ApiRequest(server.Request):
         self.prepath = []
         self.postpath = []
         serve(self, self.site.app)  # type: ignore[union-attr]
+
+
+class ApiH2Request(H2Request):
+    """An HTTP/2 stream (:mod:`apiserver.http.h2request`) for the site's App."""
+
+    twistedRequestFactory = ApiRequest
+
+    def process(self) -> None:
+        site: Any = self._conn.site
+        self.site = site
+        serve(self, site.app)
 
 
 class ApiH1Request(H1Request):
@@ -101,7 +115,7 @@ class ApiSite(server.Site):
         channel.factory = self
         channel.site = self
         channel.requestFactory = ApiH1Request
-        channel.h2RequestFactory = self.requestFactory
+        channel.h2RequestFactory = ApiH2Request
         channel.timeOut = self.timeOut
         reactor: Any = self.reactor
         channel.callLater = reactor.callLater

@@ -15,6 +15,7 @@ import h2.config
 import h2.connection
 import h2.events
 import pytest
+from http_helpers import fake_buffering_tls, streaming
 from twisted.internet._producer_helpers import _PullToPush
 from twisted.internet.address import IPv4Address
 from twisted.internet.defer import Deferred
@@ -22,7 +23,7 @@ from twisted.internet.error import ConnectionDone, ConnectionLost
 from twisted.internet.interfaces import IPushProducer
 from twisted.internet.testing import MemoryReactorClock, StringTransport
 from twisted.python.failure import Failure
-from twisted.web import http
+from twisted.web import _http2, http
 from twisted.web.http_headers import Headers
 from zope.interface import implementer
 
@@ -32,7 +33,7 @@ from apiserver.http.h1 import BAD_REQUEST, H1Channel
 from apiserver.http.h1request import H1Request, RequestHeaders, ResponseHeaders
 from apiserver.http.h2 import FastH2Connection, configure_http2
 from apiserver.http.response import Response, text
-from apiserver.http.site import ApiH1Request, ApiRequest, ApiSite
+from apiserver.http.site import ApiH1Request, ApiH2Request, ApiRequest, ApiSite
 from apiserver.service.lifecycle import Lifecycle
 
 Handler = Callable[[H1Request], None]
@@ -726,7 +727,8 @@ def test_site_builds_h1_channels_with_its_settings() -> None:
     channel = site.buildProtocol(None)
     assert isinstance(channel, H1Channel)
     assert channel.requestFactory is ApiH1Request
-    assert channel.h2RequestFactory is ApiRequest
+    assert channel.h2RequestFactory is ApiH2Request
+    assert ApiH2Request.twistedRequestFactory is ApiRequest
     assert channel.timeOut == site.timeOut
     assert channel.callLater == clock.callLater
     assert channel.factory is site and channel.site is site
@@ -751,17 +753,6 @@ def our_answer(site: ApiSite, data: bytes) -> tuple[bytes, bool]:
     channel.makeConnection(transport)
     channel.dataReceived(data)
     return transport.value(), bool(transport.disconnecting)
-
-
-def streaming(request: Any, info: RequestInfo) -> object:
-    from apiserver.http.app import STREAMING
-
-    request.setHeader(b"content-type", b"application/json")
-    request.write(b"")
-    request.write(b'{"type":"ADDED"}\n')
-    request.write(b'{"type":"DELETED"}\n')
-    request.finish()
-    return STREAMING
 
 
 @pytest.mark.parametrize(
@@ -828,6 +819,19 @@ def test_deferred_answer_and_loss_cancel_the_handler() -> None:
     assert cancelled  # App cancels the handler when the client goes away
 
 
+def h2_get_hello(channel: Any) -> h2.connection.H2Connection:
+    """An h2 client's preface and ``GET /hello``, fed to ``channel``."""
+    client = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+    client.initiate_connection()
+    client.send_headers(
+        1,
+        [(":method", "GET"), (":path", "/hello"), (":scheme", "https"), (":authority", "x")],
+        end_stream=True,
+    )
+    channel.dataReceived(client.data_to_send())
+    return client
+
+
 class TLSLikeTransport(StringTransport):
     """A memory transport that says ALPN picked ``h2``."""
 
@@ -841,14 +845,7 @@ def test_alpn_h2_hands_the_connection_to_http2(monkeypatch: pytest.MonkeyPatch) 
     channel: Any = site.buildProtocol(None)
     transport = TLSLikeTransport()
     channel.makeConnection(transport)
-    client = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
-    client.initiate_connection()
-    client.send_headers(
-        1,
-        [(":method", "GET"), (":path", "/hello"), (":scheme", "https"), (":authority", "x")],
-        end_stream=True,
-    )
-    channel.dataReceived(client.data_to_send())
+    client = h2_get_hello(channel)
     assert isinstance(channel._h2, FastH2Connection)
     assert transport.producer is channel._h2  # the transport's producer is HTTP/2 now
     events = client.receive_data(transport.value())
@@ -859,6 +856,24 @@ def test_alpn_h2_hands_the_connection_to_http2(monkeypatch: pytest.MonkeyPatch) 
     assert channel.dataReceived == channel._h2.dataReceived
     channel.connectionLost(Failure(ConnectionDone()))
     assert not clock.getDelayedCalls() or all(not c.active() for c in clock.getDelayedCalls())
+
+
+def test_alpn_h2_without_our_connection_class_gets_twisted_requests(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Twisted's own H2Connection (configure_http2 not called) serves twisted.web requests.
+    monkeypatch.setattr(http, "H2Connection", _http2.H2Connection)
+    site, _ = make_site({"/hello": lambda request, info: text(200, "hi")})
+    channel: Any = site.buildProtocol(None)
+    channel.makeConnection(TLSLikeTransport())
+    client = h2_get_hello(channel)
+    assert type(channel._h2) is _http2.H2Connection
+    assert channel._h2.requestFactory is ApiRequest
+    channel._h2._sendPrioritisedData()  # Twisted sends DATA from its own loop
+    channel._h2._sendPrioritisedData()
+    events = client.receive_data(channel.transport.value())
+    data = b"".join(e.data for e in events if isinstance(e, h2.events.DataReceived))
+    assert data == b"hi"
 
 
 def test_no_alpn_stays_http1() -> None:
@@ -876,30 +891,9 @@ def test_large_writes_go_to_tls_at_once_after_the_small_ones_waiting(
     """A streamed piece of DIRECT_TLS_WRITE bytes or more flushes Twisted's small-write
     buffer, then is encrypted at once; whole writes and small pieces are left to that
     buffer. Order is kept."""
-    from twisted.protocols.tls import BufferingTLSTransport, TLSMemoryBIOProtocol
-
     from apiserver.http.h1 import DIRECT_TLS_WRITE
 
-    order: list[tuple[str, bytes]] = []
-
-    class Aggregator:
-        def __init__(self) -> None:
-            self.waiting: list[bytes] = []
-
-        def write(self, data: bytes) -> None:
-            self.waiting.append(data)
-
-        def flush(self) -> None:
-            if self.waiting:
-                order.append(("tls", b"".join(self.waiting)))
-                self.waiting.clear()
-
-    tls: Any = BufferingTLSTransport.__new__(BufferingTLSTransport)
-    tls._aggregator = Aggregator()
-    tls.write = tls._aggregator.write
-    monkeypatch.setattr(
-        TLSMemoryBIOProtocol, "write", lambda self, data: order.append(("tls", data))
-    )
+    tls, order = fake_buffering_tls(monkeypatch)
     channel = H1Channel()
     channel.transport = tls
     channel._write(b"head-and-first-chunk" * 100)  # whole writes: always the buffer
@@ -907,4 +901,4 @@ def test_large_writes_go_to_tls_at_once_after_the_small_ones_waiting(
     assert order == []
     big = b"x" * DIRECT_TLS_WRITE
     channel.writeStreamData(big)
-    assert order == [("tls", b"head-and-first-chunk" * 100 + b"small"), ("tls", big)]
+    assert order == [("buffered", b"head-and-first-chunk" * 100 + b"small"), ("direct", big)]

@@ -8,7 +8,8 @@ resets, settings) and what a resource can (producer pause/resume, lost connectio
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,6 +22,7 @@ import h2.settings
 import h2.utilities
 import hpack
 import pytest
+from http_helpers import fake_buffering_tls, parse_frames, request_headers
 from hyperframe.frame import DataFrame, Frame, HeadersFrame, WindowUpdateFrame
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -34,6 +36,7 @@ from zope.interface import implementer
 
 from apiserver.http import h2 as fast
 from apiserver.http.h2 import MAX_BATCH, FastH2Connection, configure_http2
+from apiserver.http.h2request import H2Request
 
 SMALL = b'{"kind":"Status","status":"Success"}'
 WINDOW = 65535
@@ -122,6 +125,51 @@ def body_of(size: int) -> bytes:
     return (unit * (size // len(unit) + 1))[:size]
 
 
+class RoutesH2Request(H2Request):
+    """Our lean HTTP/2 request (:mod:`apiserver.http.h2request`) serving :class:`Routes` as
+    twisted.web's ``Request.render`` does (a ``content-length`` for a whole body)."""
+
+    twistedRequestFactory = server.Request
+
+    def process(self) -> None:
+        routes: Any = self._conn.site.resource
+        body = routes.render(self)
+        if body is server.NOT_DONE_YET:
+            return
+        self.setHeader(b"content-length", b"%d" % len(body))
+        self.write(body)
+        self.finish()
+
+
+#: The server paths every test runs against: twisted.web's ``H2Stream`` and ``Request`` or
+#: our lean request, each with frames received through h2 or our fast path.
+SERVER_PATHS = [("twisted", False), ("twisted", True), ("lean", False), ("lean", True)]
+SERVER_PATH_IDS = ["twisted-h2", "twisted-fastrecv", "lean-h2", "lean-fastrecv"]
+
+
+@contextlib.contextmanager
+def serving(kind: str, fast_receive: bool) -> Iterator[None]:
+    saved = Peer.lean, FastH2Connection.fastReceive
+    Peer.lean, FastH2Connection.fastReceive = kind == "lean", fast_receive
+    try:
+        yield
+    finally:
+        Peer.lean, FastH2Connection.fastReceive = saved
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    # Hypothesis tests loop over the paths themselves (pytest-twisted wraps a hypothesis
+    # test once per function, so it cannot be parametrized).
+    if "server_path" in metafunc.fixturenames and not hasattr(metafunc.function, "hypothesis"):
+        metafunc.parametrize("server_path", SERVER_PATHS, ids=SERVER_PATH_IDS, indirect=True)
+
+
+@pytest.fixture(autouse=True)
+def server_path(request: pytest.FixtureRequest) -> Iterator[None]:
+    with serving(*getattr(request, "param", SERVER_PATHS[-1])):
+        yield
+
+
 class QuietSite(server.Site):
     def log(self, request: Any) -> None:
         return None
@@ -144,6 +192,9 @@ class Answer:
 class Peer:
     """The h2 library as client, wired to a FastH2Connection on a memory transport."""
 
+    #: Serve with :class:`RoutesH2Request` instead of twisted.web's (see ``server_path``).
+    lean = False
+
     def __init__(
         self,
         connection: type[FastH2Connection] = FastH2Connection,
@@ -155,7 +206,7 @@ class Peer:
         self.routes = Routes()
         self.site = QuietSite(self.routes)
         self.server = connection(reactor=self.clock)
-        self.server.requestFactory = self.site.requestFactory
+        self.server.requestFactory = RoutesH2Request if self.lean else self.site.requestFactory
         self.server.site = self.site
         self.server.factory = self.site
         self.transport = CountingTransport()
@@ -218,12 +269,7 @@ class Peer:
         **priority: Any,
     ) -> int:
         sid: int = self.client.get_next_available_stream_id()
-        headers = [
-            (b":method", method),
-            (b":scheme", b"https"),
-            (b":authority", b"localhost"),
-            (b":path", path),
-        ]
+        headers = request_headers(method, path, b"localhost")
         self.client.send_headers(sid, headers, end_stream=not body, **priority)
         if body:
             self.client.send_data(sid, body, end_stream=True)
@@ -251,18 +297,6 @@ def turn(clock: Clock) -> None:
         clock.calls.remove(call)
         call.called = True
         call.func(*call.args, **call.kw)
-
-
-def parse_frames(data: bytes) -> list[Frame]:
-    """Split server bytes into frames (the preface's SETTINGS included)."""
-    frames: list[Frame] = []
-    view = memoryview(data)
-    while view:
-        frame, length = Frame.parse_frame_header(view[:9])
-        frame.parse_body(view[9 : 9 + length])
-        frames.append(frame)
-        view = view[9 + length :]
-    return frames
 
 
 # ---------------------------------------------------------------------------------------
@@ -617,6 +651,31 @@ def test_batch_budget_yields_to_the_reactor() -> None:
     assert bytes(peer.answers[sid].body) == body_of(size)
 
 
+def test_large_answers_share_the_batch_budget() -> None:
+    """Several large answers at once, windows wide open: each pass spends its budget in
+    equal shares, each share framed in one go, every body exact in the end."""
+    size = 600_000
+    peer = Peer(
+        client_settings={h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: (1 << 31) - 1},
+        auto_ack=False,
+    )
+    peer.client.increment_flow_control_window((1 << 31) - 1 - WINDOW)
+    ids = [peer.request(b"/big/%d" % size) for _ in range(3)]
+    peer.server.dataReceived(peer.client.data_to_send())
+    peer.receive(peer.transport.value())
+    peer.transport.clear()
+    sizes = [len(peer.answers[sid].body) for sid in ids]
+    assert sum(sizes) == MAX_BATCH
+    assert max(sizes) - min(sizes) <= 1
+    peer.flush()
+    for sid in ids:
+        assert bytes(peer.answers[sid].body) == body_of(size)
+        frames = peer.data_frames(sid)
+        assert all(len(f.data) <= 16384 for f in frames)
+        assert [("END_STREAM" in f.flags) for f in frames] == [False] * (len(frames) - 1) + [True]
+    assert peer.server_state_empty()
+
+
 @settings(max_examples=40, deadline=None)
 @given(
     chunks=st.lists(st.integers(min_value=0, max_value=40_000), min_size=1, max_size=12),
@@ -626,6 +685,12 @@ def test_batch_budget_yields_to_the_reactor() -> None:
 def test_any_chunking_and_window_pattern_delivers_the_exact_body(
     chunks: list[int], acks: list[int], frame_size: int
 ) -> None:
+    for path in SERVER_PATHS:
+        with serving(*path):
+            _deliver_exact_body(chunks, acks, frame_size)
+
+
+def _deliver_exact_body(chunks: list[int], acks: list[int], frame_size: int) -> None:
     peer = Peer(
         client_settings={h2.settings.SettingCodes.MAX_FRAME_SIZE: frame_size},
         auto_ack=False,
@@ -1073,3 +1138,19 @@ def test_response_headers_past_the_frame_size_use_continuation_frames() -> None:
     assert kinds[:2] == ["HeadersFrame", "ContinuationFrame"]
     peer.flush()
     assert peer.server_state_empty()
+
+
+def test_large_passes_go_to_tls_at_once_as_a_view(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pass writing 64 KiB or more flushes Twisted's small-write buffer, then goes to TLS
+    at once as a memoryview (TLS cuts it into records without copying); smaller passes are
+    left to that buffer. Order is kept."""
+    tls, order = fake_buffering_tls(monkeypatch)
+    conn = FastH2Connection(reactor=Clock())
+    conn.transport = tls
+    conn._writeOut(b"small")
+    assert order == []
+    big = b"x" * fast._DIRECT_TLS_WRITE
+    conn._writeOut(big)
+    assert [kind for kind, _ in order] == ["buffered", "direct"]
+    assert order[0][1] == b"small"
+    assert isinstance(order[1][1], memoryview) and bytes(order[1][1]) == big

@@ -24,9 +24,14 @@ from twisted.internet import reactor as _reactor
 from twisted.internet.threads import deferToThread
 from twisted.internet.utils import getProcessOutputAndValue
 from twisted.protocols.tls import TLSMemoryBIOFactory
+from twisted.web import http
 from twisted.web.resource import Resource
 from twisted.web.server import Request, Site
 
+from apiserver.http.app import App, RequestInfo, Router, ServingPolicy
+from apiserver.http.h2 import configure_http2
+from apiserver.http.response import Response, text
+from apiserver.http.site import ApiSite
 from apiserver.tls.context import ServerContextFactory, build_server_context
 from apiserver.tls.peercert import peer_certificate, peer_chain
 from apiserver.tls.sni import SniCertKey
@@ -70,9 +75,10 @@ def pki(tmp_path: Path) -> dict[str, Any]:
 class Server:
     """One listening port on 127.0.0.1 with the given factory."""
 
-    def __init__(self, factory: ServerContextFactory) -> None:
-        site = Site(WhoAmI())
-        site.displayTracebacks = False
+    def __init__(self, factory: ServerContextFactory, site: Site | None = None) -> None:
+        if site is None:
+            site = Site(WhoAmI())
+            site.displayTracebacks = False
         tls_factory: Any = TLSMemoryBIOFactory(factory, False, site)  # type: ignore[arg-type]
         self.port: Any = the_reactor.listenTCP(0, tls_factory, interface="127.0.0.1")
         self.number: int = self.port.getHost().port
@@ -161,6 +167,47 @@ async def test_client_certificate_over_http11_and_h2(
     body, version = await curl("--http2", "--cert", cert, "--key", key, server.url)
     # Under h2 request.transport is None: the certificate came through the H2Connection.
     assert (body, version) == ("cn=alice chain=2 transport=none", "2")
+
+
+@needs_curl
+@pytest_twisted.ensureDeferred
+async def test_client_certificate_reaches_the_apps_requests_over_http11_and_h2(
+    pki: dict[str, Any], servers: list[Server], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The daemon's own stack: ``ApiSite`` with our HTTP/1.1 channel and, over h2, our
+    connection class and lean requests (``request.channel._conn.transport``)."""
+    monkeypatch.setattr(http, "H2Connection", http.H2Connection)
+    configure_http2(0)
+
+    def whoami(request: Any, info: RequestInfo) -> Response:
+        cert = peer_certificate(request)
+        name = common_name(cert) if cert is not None else "none"
+        transport = "none" if request.transport is None else "set"
+        kind = type(request).__name__
+        return text(200, f"cn={name} chain={len(peer_chain(request))} {transport} {kind}")
+
+    router = Router()
+    router.add("/", whoami)
+    big = "".join(f"{n:07d}\n" for n in range(40_000))  # 320 kB: written to TLS as a view
+    router.add("/big", lambda request, info: text(200, big))
+    site = ApiSite(App(router, the_reactor, ServingPolicy()))
+    context = build_server_context(
+        cert_file=pki["serving"][0],
+        key_file=pki["serving"][1],
+        client_ca_files=pki["client_ca_files"],
+    )
+    server = Server(context, site)
+    servers.append(server)
+    cert, key = pki["alice"]
+    body, version = await curl("--http1.1", "--cert", cert, "--key", key, server.url)
+    assert (body, version) == ("cn=alice chain=2 set ApiH1Request", "1.1")
+    body, version = await curl("--http2", "--cert", cert, "--key", key, server.url)
+    assert (body, version) == ("cn=alice chain=2 none ApiH2Request", "2")
+    body, version = await curl("--http2", server.url)
+    assert (body, version) == ("cn=none chain=0 none ApiH2Request", "2")
+    for protocol in ("--http1.1", "--http2"):
+        body, _ = await curl(protocol, server.url + "big")
+        assert body == big
 
 
 @needs_curl
