@@ -90,6 +90,11 @@ from twisted.web import _http2, http
 from apiserver.http.h2request import H2Request
 
 DEFAULT_MAX_STREAMS = 100
+#: SETTINGS_MAX_HEADER_LIST_SIZE, as Go's HTTP/2 server derives it from kube-apiserver's
+#: MaxHeaderBytes (1 MiB) plus 32 bytes for each of ten typical fields
+#: (golang.org/x/net/http2 ``maxHeaderListSize``); h2's default is 64 KiB, so a long
+#: bearer token or many impersonation headers that kube-apiserver takes were refused.
+MAX_HEADER_LIST_SIZE = (1 << 20) + 10 * 32
 
 #: Bytes of DATA one send pass may hand to the transport before it yields to the reactor
 #: (the rest follows on the next turn), so that one huge response cannot hold the reactor.
@@ -156,17 +161,16 @@ class FastH2Connection(_http2.H2Connection):
         conn.config.normalize_outbound_headers = False
         conn.encoder = _LiteralEncoder()
         decoder = _CachingDecoder()
-        decoder.max_header_list_size = conn.decoder.max_header_list_size
+        decoder.max_header_list_size = MAX_HEADER_LIST_SIZE
         decoder.max_allowed_table_size = conn.decoder.max_allowed_table_size
         conn.decoder = decoder
-        if self.maxConcurrentStreams != DEFAULT_MAX_STREAMS:
-            conn.local_settings = Settings(
-                client=False,
-                initial_values={
-                    SettingCodes.MAX_CONCURRENT_STREAMS: self.maxConcurrentStreams,
-                    SettingCodes.MAX_HEADER_LIST_SIZE: conn.DEFAULT_MAX_HEADER_LIST_SIZE,
-                },
-            )
+        conn.local_settings = Settings(
+            client=False,
+            initial_values={
+                SettingCodes.MAX_CONCURRENT_STREAMS: self.maxConcurrentStreams,
+                SettingCodes.MAX_HEADER_LIST_SIZE: MAX_HEADER_LIST_SIZE,
+            },
+        )
         self._dispatch = {
             h2.events.RequestReceived: self._requestReceived,
             h2.events.TrailersReceived: self._trailersReceived,

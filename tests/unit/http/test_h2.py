@@ -1154,3 +1154,15 @@ def test_large_passes_go_to_tls_at_once_as_a_view(monkeypatch: pytest.MonkeyPatc
     assert [kind for kind, _ in order] == ["buffered", "direct"]
     assert order[0][1] == b"small"
     assert isinstance(order[1][1], memoryview) and bytes(order[1][1]) == big
+
+
+def test_header_lists_up_to_go_s_limit_are_taken() -> None:
+    """Go's server advertises and takes MaxHeaderBytes (1 MiB) + 320; h2's default is 64 KiB."""
+    peer = Peer()
+    assert peer.client.remote_settings.max_header_list_size == (1 << 20) + 320
+    sid = peer.client.get_next_available_stream_id()
+    headers = request_headers(b"GET", b"/small", b"localhost")
+    peer.client.send_headers(sid, [*headers, (b"x-big", b"v" * 66_000)], end_stream=True)
+    peer.flush()
+    assert peer.answers[sid].status == b"200"
+    assert bytes(peer.answers[sid].body) == SMALL
