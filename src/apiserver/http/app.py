@@ -174,6 +174,8 @@ class ServingPolicy:
     log_requests: bool = False
 
 
+#: RST_STREAM code for a stream whose handler gave up after answering (RFC 9113 section 7).
+H2_INTERNAL_ERROR = 2
 TIMEOUT_BODY = (
     b'{"metadata":{},"status":"Failure","message":"Timeout: request did not complete within the'
     b' allotted timeout","reason":"Timeout","details":{},"code":504}\n'
@@ -314,10 +316,17 @@ class App:
         if request.finished or getattr(request, "_disconnected", False):
             return
         if request.startedWriting:
-            # Headers are out: all that is left is to abort, as Go's timeout handler does.
-            transport = request.channel.transport if request.channel else None
+            # Headers are out: all that is left is to abort, as Go's timeout handler does
+            # (it panics with ErrAbortHandler): HTTP/1.1 closes the connection, HTTP/2
+            # resets only this stream, with INTERNAL_ERROR.
+            channel = request.channel
+            transport = getattr(channel, "transport", None)
             if transport is not None:
                 transport.abortConnection()
+            elif hasattr(request, "resetStream"):
+                request.resetStream(H2_INTERNAL_ERROR)
+            elif channel is not None:
+                channel.abortConnection()
             return
         self.write(
             request,

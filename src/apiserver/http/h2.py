@@ -604,6 +604,13 @@ class FastH2Connection(_http2.H2Connection):
         """The stream's window minus what is queued for it, from the running count."""
         return int(self.conn.local_flow_control_window(streamID)) - self._queuedBytes[streamID]
 
+    def abortRequest(self, streamID: int, errorCode: int = 0) -> None:
+        """Reset the stream with ``errorCode`` (Twisted's ``abortRequest`` sends NO_ERROR only)
+        and forget it."""
+        self.conn.reset_stream(streamID, error_code=errorCode)
+        if self._tryToWriteControlData():
+            self._requestDone(streamID)
+
     def _requestDone(self, streamID: int) -> None:
         """Forget the stream (Twisted's, plus our own state).
 

@@ -223,6 +223,11 @@ class H2Request(H1Request):
         """Reset the stream (RST_STREAM), as ``H2Stream.abortConnection``."""
         self._conn.abortRequest(self.streamID)
 
+    def resetStream(self, errorCode: int) -> None:
+        """Reset the stream with ``errorCode`` (the App's timeout after an answer began)."""
+        if self.channel is not None:
+            self._conn.abortRequest(self.streamID, errorCode)
+
     def loseConnection(self) -> None:
         """End the stream once what was written is sent (``H2Stream.loseConnection``)."""
         if self.channel is not None:

@@ -770,3 +770,34 @@ def test_producers_are_registered_as_twisted_webs_stream_does() -> None:
     assert request.producer is None
     with pytest.raises(RuntimeError, match="finished or disconnected"):
         request.registerProducer(Pull(), True)
+
+
+@pytest.mark.parametrize("lean", [True, False])
+def test_a_timeout_after_the_answer_began_resets_only_that_stream(lean: bool) -> None:
+    """Go's timeout handler panics with ErrAbortHandler once headers are out: over HTTP/2 the
+    stream is reset (INTERNAL_ERROR, RST_STREAM), the connection and its other streams live."""
+    server = Server(lean=lean)
+    app = server.site.app
+    app.policy.request_timeout = 5
+
+    def began(request: Any, info: RequestInfo) -> Deferred[Response]:
+        request.write(b"partial")
+        return Deferred()
+
+    app.router.add("/began", began)
+    client = h2.connection.H2Connection(
+        h2.config.H2Configuration(client_side=True, header_encoding=None)
+    )
+    client.initiate_connection()
+    client.send_headers(1, request_headers(b"GET", b"/began", b"x"), end_stream=True)
+    events = client.receive_data(server.feed(client.data_to_send()))
+    assert any(isinstance(e, h2.events.DataReceived) and e.data == b"partial" for e in events)
+    app.clock.advance(5)
+    events = client.receive_data(server.feed(b""))
+    (reset,) = [e for e in events if isinstance(e, h2.events.StreamReset)]
+    code = h2.errors.ErrorCodes.INTERNAL_ERROR if lean else h2.errors.ErrorCodes.NO_ERROR
+    assert (reset.stream_id, reset.error_code) == (1, code)
+    assert not server.transport.disconnecting
+    client.send_headers(3, request_headers(b"GET", b"/hello", b"x"), end_stream=True)
+    events = client.receive_data(server.feed(client.data_to_send()))
+    assert [e.data for e in events if isinstance(e, h2.events.DataReceived)] == [b"hi"]
