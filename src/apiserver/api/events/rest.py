@@ -21,6 +21,7 @@ from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
 from apiserver.api.events import convert, selection, validation
+from apiserver.api.events.createfields import CreateManagedFields
 from apiserver.api.events.encoding import EncodedEvents, ListBodies
 from apiserver.api.events.schema import EVENT_V1
 from apiserver.api.events.tables import partial_object, table_for
@@ -139,6 +140,7 @@ class EventsAPI:
         self.encoded = EncodedEvents()
         self.list_bodies = ListBodies()
         self._outputs: dict[tuple[str | None, bool, bool], Any] = {}
+        self.create_fields = CreateManagedFields(API_VERSION, EVENT_V1, to_v1)
         #: Watch output leaves in one write per stream and reactor turn (http/coalesce.py).
         self.coalescer = WriteCoalescer(clock)
 
@@ -412,16 +414,12 @@ class EventsAPI:
 
     def _track_update(self, old: Obj | None, new: Obj, manager: str) -> None:
         """managedFields for an ``Update`` operation by ``manager`` (v1 field paths)."""
-        old_v1 = to_v1(old) if old is not None else None
-        new_v1 = to_v1(new)
+        now = format_seconds(self.clock.seconds())
+        if old is None:
+            metadata(new)["managedFields"] = self.create_fields.entries(new, manager, now)
+            return
         metadata(new)["managedFields"] = update_managed_fields(
-            old_v1,
-            new_v1,
-            manager,
-            "Update",
-            API_VERSION,
-            format_seconds(self.clock.seconds()),
-            EVENT_V1,
+            to_v1(old), to_v1(new), manager, "Update", API_VERSION, now, EVENT_V1
         )
 
     # --- update ----------------------------------------------------------------------------
