@@ -279,13 +279,13 @@ class EventsAPI:
         fmt = negotiation.negotiate_body(header_value(request, b"content-type") or None)
         raw = request.content.read() if request.content is not None else b""
         obj = decode_document(raw, fmt)
-        warnings = self._strict(raw, fmt, field_validation)
+        warnings = self._strict(raw, fmt, field_validation, obj)
         return obj, warnings, raw
 
-    def _strict(self, raw: bytes, fmt: str, field_validation: str) -> list[str]:
+    def _strict(self, raw: bytes, fmt: str, field_validation: str, obj: Obj) -> list[str]:
         if field_validation == "Ignore":
             return []
-        problems = fieldmanagement.strict_errors(raw, fmt)
+        problems = fieldmanagement.strict_errors(raw, fmt, decoded=obj)
         if not problems:
             return []
         if field_validation == "Strict":
