@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import attrs
@@ -514,60 +514,122 @@ def decode_object_meta(meta: Any) -> dict[str, Any]:
 
 
 # --- encoding ----------------------------------------------------------------------------
+#
+# Each type's encoder is built once, as a closure over a plan of its fields, rather than
+# walking the type model value by value: every GET, list item, watch event and write answer
+# goes through here (the walk was the largest part of a create's answer).
+
+Encoder = Callable[[Any], Any]
+
+#: How a struct field is written: always (zero value when unset), only when not nil (pointers),
+#: only when not empty (``omitempty``), or a constant (type meta).
+_ALWAYS, _UNLESS_NIL, _UNLESS_EMPTY, _CONSTANT = 0, 1, 2, 3
+
+_ENCODERS: dict[int, tuple[Any, Encoder | None]] = {}
 
 
-def _encode(value: Any, typ: Any) -> Any:
+def _encoder(typ: Any) -> Encoder | None:
+    """The encoder of ``typ``; None where a value is written as it is (strings, numbers...)."""
+    known = _ENCODERS.get(id(typ))
+    if known is None or known[0] is not typ:
+        known = _ENCODERS[id(typ)] = (typ, _build_encoder(typ))
+    return known[1]
+
+
+def _build_encoder(typ: Any) -> Encoder | None:
+    if isinstance(typ, _Struct):
+        return _struct_encoder(typ, {f.name: f.name for f in typ.fields}, {})
     if isinstance(typ, _Ptr):
-        return None if value is None else _encode(value, typ.elem)
-    if isinstance(typ, _Struct):
-        source = value or {}
-        out: dict[str, Any] = {}
-        for f in typ.fields:
-            item = source.get(f.name)
-            if _omitted(item, f):
-                continue
-            out[f.name] = _encode(item, f.type) if item is not None else _zero_json(f.type)
-        return out
-    if isinstance(typ, _List):
-        if value is None:
+        elem = _encoder(typ.elem)
+        if elem is None:
             return None
-        return [_encode(item, typ.elem) for item in value]
+        return lambda value: None if value is None else elem(value)
+    if isinstance(typ, _List):
+        item = _encoder(typ.elem)
+        if item is None:
+            return lambda value: None if value is None else list(value)
+        return lambda value: None if value is None else [item(v) for v in value]
     if isinstance(typ, _Map):
-        return None if value is None else dict(value)
+        return lambda value: None if value is None else dict(value)
     if isinstance(typ, _Time):
-        return value or None
-    return value
+        return lambda value: value or None
+    return None
 
 
-def _zero_json(typ: Any) -> Any:
+def _zero_factory(typ: Any) -> Callable[[], Any]:
+    """What Go writes for an unset field that is never omitted (a fresh value each call)."""
     if isinstance(typ, _Struct):
-        return _encode({}, typ)
-    return _zero_of(typ)
+        encode = _encoder(typ)
+        assert encode is not None
+        return lambda: encode({})
+    zero = _zero_of(typ)
+    return lambda: zero
 
 
-def _omitted(value: Any, f: _F) -> bool:
-    """Go's ``omitempty``: never for structs (a Time is a struct), else when empty/nil."""
-    if isinstance(f.type, _Struct | _Time):
-        return False
-    if not f.omitempty:
-        return False
-    if isinstance(f.type, _Ptr):
-        return value is None
-    return not value
+def _struct_encoder(
+    typ: _Struct, source: Mapping[str, str | None], constants: Mapping[str, Any]
+) -> Encoder:
+    """Go's ``encoding/json`` of a struct, in field order; each field read from the source
+    dict under ``source[name]`` (None: never set) or set to ``constants[name]``.
+
+    ``omitempty`` never omits a struct (a Time is a struct); pointers are omitted when nil,
+    other ``omitempty`` fields when empty; fields never omitted but unset get their zero."""
+    plan: list[tuple[str, str | None, int, Any, Any]] = []
+    for f in typ.fields:
+        if f.name in constants:
+            plan.append((f.name, None, _CONSTANT, None, constants[f.name]))
+            continue
+        if isinstance(f.type, _Struct | _Time) or not f.omitempty:
+            how = _ALWAYS
+        elif isinstance(f.type, _Ptr):
+            how = _UNLESS_NIL
+        else:
+            how = _UNLESS_EMPTY
+        zero = _zero_factory(f.type) if how == _ALWAYS else None
+        plan.append((f.name, source.get(f.name), how, _encoder(f.type), zero))
+    empty: dict[str, Any] = {}
+
+    def encode(value: Any) -> dict[str, Any]:
+        get = (value or empty).get
+        out: dict[str, Any] = {}
+        for name, key, how, encode_item, extra in plan:
+            if how == _CONSTANT:
+                out[name] = extra
+                continue
+            item = get(key) if key is not None else None
+            if item is None:
+                if how == _ALWAYS:
+                    out[name] = extra()
+            elif how != _UNLESS_EMPTY or item:
+                out[name] = item if encode_item is None else encode_item(item)
+        return out
+
+    return encode
 
 
 def _type_meta(api_version: str) -> dict[str, Any]:
     return {"kind": KIND, "apiVersion": api_version}
 
 
+def _event_encoder(typ: _Struct, renames: Mapping[str, str], api_version: str | None) -> Encoder:
+    """An internal Event written as ``typ``: fields read under their internal names, type meta
+    (when ``api_version`` is given) written as constants, never read from the object."""
+    source: dict[str, str | None] = {f.name: renames.get(f.name) for f in typ.fields}
+    return _struct_encoder(typ, source, _type_meta(api_version) if api_version else {})
+
+
+_CORE_NAMES = {f.name: f.name for f in CORE_EVENT.fields if f.name not in ("kind", "apiVersion")}
+_TO_V1 = _event_encoder(V1_EVENT, V1_TO_INTERNAL, V1_API_VERSION)
+_TO_V1_ITEM = _event_encoder(V1_EVENT, V1_TO_INTERNAL, None)
+_TO_CORE = _event_encoder(CORE_EVENT, _CORE_NAMES, CORE_API_VERSION)
+_TO_CORE_ITEM = _event_encoder(CORE_EVENT, _CORE_NAMES, None)
+
+
 def internal_to_v1(obj: Mapping[str, Any], *, include_type_meta: bool = True) -> dict[str, Any]:
     """Encode an internal Event as events.k8s.io/v1 JSON, in Go's field order and with Go's
     ``omitempty`` rules. ``include_type_meta=False`` for list items (they carry no
     kind/apiVersion)."""
-    wire = {INTERNAL_TO_V1[k]: v for k, v in obj.items() if k in INTERNAL_TO_V1}
-    if include_type_meta:
-        wire.update(_type_meta(V1_API_VERSION))
-    encoded: dict[str, Any] = _encode(wire, V1_EVENT)
+    encoded: dict[str, Any] = (_TO_V1 if include_type_meta else _TO_V1_ITEM)(obj)
     return encoded
 
 
@@ -575,16 +637,15 @@ def internal_to_core_v1(
     obj: Mapping[str, Any], *, include_type_meta: bool = True
 ) -> dict[str, Any]:
     """Encode an internal Event as core v1 JSON (``apiVersion: v1``)."""
-    wire = {k: v for k, v in obj.items() if k not in ("kind", "apiVersion")}
-    if include_type_meta:
-        wire.update(_type_meta(CORE_API_VERSION))
-    encoded: dict[str, Any] = _encode(wire, CORE_EVENT)
+    encoded: dict[str, Any] = (_TO_CORE if include_type_meta else _TO_CORE_ITEM)(obj)
     return encoded
 
 
 def encode_object_meta(meta: Mapping[str, Any]) -> dict[str, Any]:
     """ObjectMeta JSON in Go's field order (``creationTimestamp: null`` when unset)."""
-    encoded: dict[str, Any] = _encode(meta, OBJECT_META)
+    encode = _encoder(OBJECT_META)
+    assert encode is not None
+    encoded: dict[str, Any] = encode(meta)
     return encoded
 
 
