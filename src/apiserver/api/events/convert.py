@@ -336,6 +336,8 @@ def _number_literal(value: int | float) -> str:
 
 
 class _Decoder:
+    """One decoding: remembers the first type error (Go keeps decoding after one)."""
+
     def __init__(self) -> None:
         self.saved: DecodeError | None = None
 
@@ -348,92 +350,198 @@ class _Decoder:
             where = "Go value"
         self.saved = DecodeError(f"json: cannot unmarshal {what} into {where} of type {go_type}")
 
-    def decode(self, value: Any, typ: Any, struct: str, path: str) -> Any:
-        """Returns the canonical value, or ``None`` for a zero/nil value."""
-        if isinstance(typ, _Ptr):
-            if value is None:
-                return None
-            inner = self.decode(value, typ.elem, struct, path)
-            if inner is None:
-                return _zero_of(typ.elem)
-            return inner
+
+# Each type's decoder is built once, as a closure, rather than dispatching on the type model
+# for every value (every create, update and patch decodes its object). A decoder takes the
+# value, the decoding, the enclosing struct's name and the value's path as (parent, key) --
+# joined only for an error message or a nested struct -- and returns the canonical value, or
+# None for a zero/nil value.
+
+Decoder = Callable[[Any, _Decoder, str, str, str], Any]
+
+_DECODERS: dict[int, tuple[Any, Decoder]] = {}
+
+
+def _path(parent: str, key: str) -> str:
+    return f"{parent}.{key}" if parent else key
+
+
+def _decoder(typ: Any) -> Decoder:
+    known = _DECODERS.get(id(typ))
+    if known is None or known[0] is not typ:
+        known = _DECODERS[id(typ)] = (typ, _build_decoder(typ))
+    return known[1]
+
+
+def _build_decoder(typ: Any) -> Decoder:
+    builder = _DECODER_BUILDERS.get(type(typ))
+    if builder is None:
+        raise TypeError(f"unknown schema type {typ!r}")
+    return builder(typ)
+
+
+def _ptr_decoder(typ: _Ptr) -> Decoder:
+    elem, inner = typ.elem, _decoder(typ.elem)
+
+    def decode(value: Any, d: _Decoder, struct: str, parent: str, key: str) -> Any:
         if value is None:
             return None
-        if isinstance(typ, _Str):
-            if isinstance(value, str):
-                return value or None
-            self.type_error(_json_kind(value), typ.go_type, struct, path)
-            return None
-        if isinstance(typ, _Int):
-            if isinstance(value, bool) or not isinstance(value, int | float):
-                self.type_error(_json_kind(value), typ.go_type, struct, path)
-                return None
-            limit = 1 << (typ.bits - 1)
-            if isinstance(value, float) or not -limit <= value < limit:
-                self.type_error(f"number {_number_literal(value)}", typ.go_type, struct, path)
-                return None
+        decoded = inner(value, d, struct, parent, key)
+        return _zero_of(elem) if decoded is None else decoded
+
+    return decode
+
+
+def _str_decoder(typ: _Str) -> Decoder:
+    go_type = typ.go_type
+
+    def decode(value: Any, d: _Decoder, struct: str, parent: str, key: str) -> Any:
+        if isinstance(value, str):
             return value or None
-        if isinstance(typ, _Bool):
-            if isinstance(value, bool):
-                return value
-            self.type_error(_json_kind(value), typ.go_type, struct, path)
+        if value is not None:
+            d.type_error(_json_kind(value), go_type, struct, _path(parent, key))
+        return None
+
+    return decode
+
+
+def _int_decoder(typ: _Int) -> Decoder:
+    go_type, limit = typ.go_type, 1 << (typ.bits - 1)
+
+    def decode(value: Any, d: _Decoder, struct: str, parent: str, key: str) -> Any:
+        if value is None:
             return None
-        if isinstance(typ, _Time):
-            if not isinstance(value, str):
-                # metav1.Time decodes a string itself; its error stops decoding at once.
-                raise DecodeError(
-                    f"json: cannot unmarshal {_json_kind(value)} into Go struct field "
-                    f"{struct}.{path} of type string"
-                )
-            canonical = _canonical_time(value, typ.micro)
-            if canonical is not None:
-                return canonical or None
-            t = parse_go_time(value, typ.micro)
-            if t == _ZERO:
-                return None
-            return format_micro_time(t) if typ.micro else format_time(t)
-        if isinstance(typ, _Raw):
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            d.type_error(_json_kind(value), go_type, struct, _path(parent, key))
+            return None
+        if isinstance(value, float) or not -limit <= value < limit:
+            d.type_error(f"number {_number_literal(value)}", go_type, struct, _path(parent, key))
+            return None
+        return value or None
+
+    return decode
+
+
+def _bool_decoder(typ: _Bool) -> Decoder:
+    go_type = typ.go_type
+
+    def decode(value: Any, d: _Decoder, struct: str, parent: str, key: str) -> Any:
+        if value is None or isinstance(value, bool):
             return value
-        if isinstance(typ, _Map):
-            if not isinstance(value, dict):
-                self.type_error(_json_kind(value), typ.go_type, struct, path)
-                return None
-            out: dict[str, str] = {}
-            for k, v in value.items():
-                if v is None:
-                    out[k] = ""
-                elif isinstance(v, str):
-                    out[k] = v
-                else:
-                    self.type_error(_json_kind(v), "string", struct, path)
-            return out or None
-        if isinstance(typ, _List):
-            if not isinstance(value, list):
-                self.type_error(_json_kind(value), typ.go_type, struct, path)
-                return None
-            items = []
-            for item in value:
-                decoded = self.decode(item, typ.elem, struct, path)
-                items.append(_zero_of(typ.elem) if decoded is None else decoded)
-            return items or None
-        if isinstance(typ, _Struct):
-            if not isinstance(value, dict):
-                self.type_error(_json_kind(value), typ.go_type, struct, path)
-                return None
-            found: dict[str, Any] = {}
-            for key, item in value.items():
-                f = typ.field(key)
-                if f is None:
-                    continue  # unknown fields are dropped (strictness is checked elsewhere)
-                sub = f"{path}.{key}" if path else key
-                decoded = self.decode(item, f.type, typ.name, sub)
-                if decoded is None:
-                    found.pop(key, None)
-                else:
-                    found[key] = decoded
-            ordered = {f.name: found[f.name] for f in typ.fields if f.name in found}
-            return ordered or None
-        raise TypeError(f"unknown schema type {typ!r}")
+        d.type_error(_json_kind(value), go_type, struct, _path(parent, key))
+        return None
+
+    return decode
+
+
+def _time_decoder(typ: _Time) -> Decoder:
+    micro = typ.micro
+
+    def decode(value: Any, d: _Decoder, struct: str, parent: str, key: str) -> Any:
+        if value is None:
+            return None
+        if not isinstance(value, str):
+            # metav1.Time decodes a string itself; its error stops decoding at once.
+            raise DecodeError(
+                f"json: cannot unmarshal {_json_kind(value)} into Go struct field "
+                f"{struct}.{_path(parent, key)} of type string"
+            )
+        canonical = _canonical_time(value, micro)
+        if canonical is not None:
+            return canonical or None
+        t = parse_go_time(value, micro)
+        if t == _ZERO:
+            return None
+        return format_micro_time(t) if micro else format_time(t)
+
+    return decode
+
+
+def _raw_decoder(typ: _Raw) -> Decoder:
+    def decode(value: Any, d: _Decoder, struct: str, parent: str, key: str) -> Any:
+        return value
+
+    return decode
+
+
+def _map_decoder(typ: _Map) -> Decoder:
+    go_type = typ.go_type
+
+    def decode(value: Any, d: _Decoder, struct: str, parent: str, key: str) -> Any:
+        if value is None:
+            return None
+        if not isinstance(value, dict):
+            d.type_error(_json_kind(value), go_type, struct, _path(parent, key))
+            return None
+        out: dict[str, str] = {}
+        for k, v in value.items():
+            if v is None:
+                out[k] = ""
+            elif isinstance(v, str):
+                out[k] = v
+            else:
+                d.type_error(_json_kind(v), "string", struct, _path(parent, key))
+        return out or None
+
+    return decode
+
+
+def _list_decoder(typ: _List) -> Decoder:
+    elem, go_type, inner = typ.elem, typ.go_type, _decoder(typ.elem)
+
+    def decode(value: Any, d: _Decoder, struct: str, parent: str, key: str) -> Any:
+        if value is None:
+            return None
+        if not isinstance(value, list):
+            d.type_error(_json_kind(value), go_type, struct, _path(parent, key))
+            return None
+        items = []
+        for item in value:
+            decoded = inner(item, d, struct, parent, key)
+            items.append(_zero_of(elem) if decoded is None else decoded)
+        return items or None
+
+    return decode
+
+
+def _struct_decoder(typ: _Struct) -> Decoder:
+    name, go_type, order = typ.name, typ.go_type, tuple(f.name for f in typ.fields)
+    fields = {f.name: _decoder(f.type) for f in typ.fields}
+
+    def decode(value: Any, d: _Decoder, struct: str, parent: str, key: str) -> Any:
+        if value is None:
+            return None
+        if not isinstance(value, dict):
+            d.type_error(_json_kind(value), go_type, struct, _path(parent, key))
+            return None
+        path = _path(parent, key)
+        found: dict[str, Any] = {}
+        for k, item in value.items():
+            field = fields.get(k)
+            if field is None:
+                continue  # unknown fields are dropped (strictness is checked elsewhere)
+            decoded = field(item, d, name, path, k)
+            if decoded is None:
+                found.pop(k, None)
+            else:
+                found[k] = decoded
+        ordered = {f: found[f] for f in order if f in found}
+        return ordered or None
+
+    return decode
+
+
+_DECODER_BUILDERS: dict[type, Callable[[Any], Decoder]] = {
+    _Ptr: _ptr_decoder,
+    _Str: _str_decoder,
+    _Int: _int_decoder,
+    _Bool: _bool_decoder,
+    _Time: _time_decoder,
+    _Raw: _raw_decoder,
+    _Map: _map_decoder,
+    _List: _list_decoder,
+    _Struct: _struct_decoder,
+}
 
 
 _CANONICAL_TIME = re.compile(r"(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)Z")
@@ -475,7 +583,7 @@ def _decode(obj: Any, schema: _Struct) -> dict[str, Any]:
         raise DecodeError(
             f"json: cannot unmarshal {_json_kind(obj)} into Go value of type {schema.go_type}"
         )
-    result = decoder.decode(obj, schema, "", "") or {}
+    result = _decoder(schema)(obj, decoder, "", "", "") or {}
     if decoder.saved is not None:
         raise decoder.saved
     return result
