@@ -24,6 +24,7 @@ becomes a 500 with an empty reason; that is reproduced here (see :func:`parse_de
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 from collections.abc import Sequence
 from typing import Any
@@ -319,9 +320,11 @@ def validate_patch_options(opts: WriteOptions, patch_type: str) -> None:
         raise invalid_error("PatchOptions", "", errs, group=META_GROUP)
 
 
+@functools.lru_cache(maxsize=256)
 def default_field_manager(user_agent: str) -> str:
     """``prefixFromUserAgent``: the User-Agent up to the first ``/``, printable characters
-    only, cut (at a character boundary) to 128 bytes."""
+    only, cut (at a character boundary) to 128 bytes. Kept per User-Agent (a pure function
+    of it, and clients send the same few on every write)."""
     head = user_agent.split("/", 1)[0]
     out: list[str] = []
     size = 0

@@ -321,6 +321,7 @@ def test_patch_options() -> None:
 )
 def test_default_field_manager(agent: str, manager: str) -> None:
     assert default_field_manager(agent) == manager
+    assert default_field_manager(agent) == default_field_manager.__wrapped__(agent) == manager
 
 
 def test_field_manager_or_user_agent() -> None:

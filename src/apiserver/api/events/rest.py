@@ -381,8 +381,10 @@ class EventsAPI:
         dry_run = bool(opts.dry_run)
         attempts = 8 if meta.get("generateName") and not meta.get("name") else 1
         for attempt in range(attempts):
-            candidate = _deep_copy(internal)
-            cmeta = metadata(candidate)
+            # Only metadata is written to from here on (name, uid, timestamps, managedFields,
+            # resourceVersion): a copy of it keeps ``internal`` whole for another attempt.
+            cmeta = dict(meta)
+            candidate = {**internal, "metadata": cmeta}
             if attempts > 1:
                 cmeta["name"] = generate_name(cmeta["generateName"], self.rng)
             self._prepare_create(candidate, manager)
