@@ -235,8 +235,14 @@ class WriteOptions:
         return self.field_validation or "Warn"
 
 
+#: The options of a write without a query string (most of them): all defaults, all valid.
+NO_WRITE_OPTIONS = WriteOptions()
+
+
 def parse_write_options(query: Query) -> WriteOptions:
     """Decode ``dryRun`` (all values), ``fieldManager``, ``fieldValidation`` and ``force``."""
+    if not query:
+        return NO_WRITE_OPTIONS
     return WriteOptions(
         dry_run=tuple(query_values(query, "dryRun") or ()),
         field_manager=query_str(query, "fieldManager") or "",
@@ -285,6 +291,8 @@ def field_validation_errors(value: str, path: str = "fieldValidation") -> list[F
 
 
 def _write_errors(opts: WriteOptions) -> list[FieldError]:
+    if opts is NO_WRITE_OPTIONS:
+        return []
     return [
         *field_manager_errors(opts.field_manager),
         *dry_run_errors(opts.dry_run),

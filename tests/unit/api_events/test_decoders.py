@@ -171,6 +171,7 @@ def test_the_first_type_error_wins_with_its_path() -> None:
     )
 
 
+@settings(deadline=None)
 @given(ODD, st.sampled_from(["controller", "blockOwnerDeletion", "uid", "name"]))
 def test_list_items_decode_as_the_reference(value: Any, key: str) -> None:
     body = {"metadata": {"ownerReferences": [{"uid": "u", key: value}, {}]}}

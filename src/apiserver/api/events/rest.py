@@ -285,7 +285,7 @@ class EventsAPI:
     def _strict(self, raw: bytes, fmt: str, field_validation: str, obj: Obj) -> list[str]:
         if field_validation == "Ignore":
             return []
-        problems = fieldmanagement.strict_errors(raw, fmt, decoded=obj)
+        problems = fieldmanagement.strict_errors(raw, fmt, EVENT_V1, decoded=obj)
         if not problems:
             return []
         if field_validation == "Strict":
