@@ -62,15 +62,12 @@ class Reference(c._Decoder):
             if not isinstance(value, dict):
                 self.type_error(c._json_kind(value), typ.go_type, struct, path)
                 return None
-            out: dict[str, str] = {}
-            for k, v in value.items():
-                if v is None:
-                    out[k] = ""
-                elif isinstance(v, str):
-                    out[k] = v
-                else:
+            # Values of another kind are reported (the first one) and left out; null is "".
+            for v in value.values():
+                if v is not None and not isinstance(v, str):
                     self.type_error(c._json_kind(v), "string", struct, path)
-            return out or None
+            kept = {k: v or "" for k, v in value.items() if v is None or isinstance(v, str)}
+            return kept or None
         if isinstance(typ, c._List):
             if not isinstance(value, list):
                 self.type_error(c._json_kind(value), typ.go_type, struct, path)

@@ -355,7 +355,8 @@ class _Decoder:
 # for every value (every create, update and patch decodes its object). A decoder takes the
 # value, the decoding, the enclosing struct's name and the value's path as (parent, key) --
 # joined only for an error message or a nested struct -- and returns the canonical value, or
-# None for a zero/nil value.
+# None for a zero/nil value. JSON null decodes to nil whatever the type, so a decoder is never
+# handed None: the struct, list and pointer decoders deal with it.
 
 Decoder = Callable[[Any, _Decoder, str, str, str], Any]
 
@@ -364,6 +365,11 @@ _DECODERS: dict[int, tuple[Any, Decoder]] = {}
 
 def _path(parent: str, key: str) -> str:
     return f"{parent}.{key}" if parent else key
+
+
+def _wrong_kind(d: _Decoder, value: Any, go_type: str, struct: str, parent: str, key: str) -> None:
+    """A value of the wrong JSON kind: Go's type error (if it is the first), decoded as nil."""
+    d.type_error(_json_kind(value), go_type, struct, _path(parent, key))
 
 
 def _decoder(typ: Any) -> Decoder:
@@ -384,8 +390,6 @@ def _ptr_decoder(typ: _Ptr) -> Decoder:
     elem, inner = typ.elem, _decoder(typ.elem)
 
     def decode(value: Any, d: _Decoder, struct: str, parent: str, key: str) -> Any:
-        if value is None:
-            return None
         decoded = inner(value, d, struct, parent, key)
         return _zero_of(elem) if decoded is None else decoded
 
@@ -398,9 +402,7 @@ def _str_decoder(typ: _Str) -> Decoder:
     def decode(value: Any, d: _Decoder, struct: str, parent: str, key: str) -> Any:
         if isinstance(value, str):
             return value or None
-        if value is not None:
-            d.type_error(_json_kind(value), go_type, struct, _path(parent, key))
-        return None
+        return _wrong_kind(d, value, go_type, struct, parent, key)
 
     return decode
 
@@ -409,11 +411,8 @@ def _int_decoder(typ: _Int) -> Decoder:
     go_type, limit = typ.go_type, 1 << (typ.bits - 1)
 
     def decode(value: Any, d: _Decoder, struct: str, parent: str, key: str) -> Any:
-        if value is None:
-            return None
         if isinstance(value, bool) or not isinstance(value, int | float):
-            d.type_error(_json_kind(value), go_type, struct, _path(parent, key))
-            return None
+            return _wrong_kind(d, value, go_type, struct, parent, key)
         if isinstance(value, float) or not -limit <= value < limit:
             d.type_error(f"number {_number_literal(value)}", go_type, struct, _path(parent, key))
             return None
@@ -426,10 +425,9 @@ def _bool_decoder(typ: _Bool) -> Decoder:
     go_type = typ.go_type
 
     def decode(value: Any, d: _Decoder, struct: str, parent: str, key: str) -> Any:
-        if value is None or isinstance(value, bool):
+        if isinstance(value, bool):
             return value
-        d.type_error(_json_kind(value), go_type, struct, _path(parent, key))
-        return None
+        return _wrong_kind(d, value, go_type, struct, parent, key)
 
     return decode
 
@@ -438,8 +436,6 @@ def _time_decoder(typ: _Time) -> Decoder:
     micro = typ.micro
 
     def decode(value: Any, d: _Decoder, struct: str, parent: str, key: str) -> Any:
-        if value is None:
-            return None
         if not isinstance(value, str):
             # metav1.Time decodes a string itself; its error stops decoding at once.
             raise DecodeError(
@@ -468,11 +464,8 @@ def _map_decoder(typ: _Map) -> Decoder:
     go_type = typ.go_type
 
     def decode(value: Any, d: _Decoder, struct: str, parent: str, key: str) -> Any:
-        if value is None:
-            return None
         if not isinstance(value, dict):
-            d.type_error(_json_kind(value), go_type, struct, _path(parent, key))
-            return None
+            return _wrong_kind(d, value, go_type, struct, parent, key)
         out: dict[str, str] = {}
         for k, v in value.items():
             if v is None:
@@ -490,14 +483,11 @@ def _list_decoder(typ: _List) -> Decoder:
     elem, go_type, inner = typ.elem, typ.go_type, _decoder(typ.elem)
 
     def decode(value: Any, d: _Decoder, struct: str, parent: str, key: str) -> Any:
-        if value is None:
-            return None
         if not isinstance(value, list):
-            d.type_error(_json_kind(value), go_type, struct, _path(parent, key))
-            return None
+            return _wrong_kind(d, value, go_type, struct, parent, key)
         items = []
         for item in value:
-            decoded = inner(item, d, struct, parent, key)
+            decoded = None if item is None else inner(item, d, struct, parent, key)
             items.append(_zero_of(elem) if decoded is None else decoded)
         return items or None
 
@@ -509,18 +499,15 @@ def _struct_decoder(typ: _Struct) -> Decoder:
     fields = {f.name: _decoder(f.type) for f in typ.fields}
 
     def decode(value: Any, d: _Decoder, struct: str, parent: str, key: str) -> Any:
-        if value is None:
-            return None
         if not isinstance(value, dict):
-            d.type_error(_json_kind(value), go_type, struct, _path(parent, key))
-            return None
+            return _wrong_kind(d, value, go_type, struct, parent, key)
         path = _path(parent, key)
         found: dict[str, Any] = {}
         for k, item in value.items():
             field = fields.get(k)
             if field is None:
                 continue  # unknown fields are dropped (strictness is checked elsewhere)
-            decoded = field(item, d, name, path, k)
+            decoded = None if item is None else field(item, d, name, path, k)
             if decoded is None:
                 found.pop(k, None)
             else:
