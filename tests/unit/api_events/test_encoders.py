@@ -66,7 +66,8 @@ def same(a: Any, b: Any) -> None:
     assert orjson.dumps(a) == orjson.dumps(b)
 
 
-EMPTIES = st.sampled_from(["", 0, None, {}, [], False])
+# Copied on every draw: a drawn {} or [] is written into objects, never shared between them.
+EMPTIES = st.sampled_from(["", 0, None, {}, [], False]).map(copy.deepcopy)
 
 
 @st.composite
