@@ -20,6 +20,7 @@ neither format prints below microseconds). Year 0 and other dates Python cannot 
 
 from __future__ import annotations
 
+import functools
 import time as _time
 from datetime import UTC, datetime, timedelta
 
@@ -276,7 +277,13 @@ def format_time(dt: datetime) -> str:
 def format_seconds(seconds: float) -> str:
     """A clock reading (Unix seconds) as a ``metav1.Time`` wire string: whole seconds, UTC
     (what ``metav1.Now()`` serializes to, e.g. a creationTimestamp)."""
-    return format_time(datetime.fromtimestamp(int(seconds), UTC))
+    return _format_whole_seconds(int(seconds))
+
+
+@functools.lru_cache(maxsize=16)
+def _format_whole_seconds(seconds: int) -> str:
+    # Kept: every write within the same second stamps the same text (twice per create).
+    return format_time(datetime.fromtimestamp(seconds, UTC))
 
 
 def format_micro_time(dt: datetime) -> str:

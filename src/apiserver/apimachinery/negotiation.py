@@ -23,6 +23,7 @@ word for word as kube-apiserver does, since clients match on it.
 
 from __future__ import annotations
 
+import functools
 import re
 import struct
 from collections.abc import Sequence
@@ -424,11 +425,13 @@ def go_parse_media_type(value: str) -> str | None:
     return media
 
 
+@functools.lru_cache(maxsize=256)
 def negotiate_body(content_type: str | None) -> str:
     """``NegotiateInputSerializer`` for create/update/delete bodies: ``json`` or ``yaml``.
 
     No Content-Type means JSON (the API routes consume ``*/*``); anything else, protobuf
-    included, is the handler's 415.
+    included, is the handler's 415. Answers are kept per Content-Type (a pure function of
+    it; clients send the same few); a 415 is raised anew each time, never kept.
     """
     media = go_parse_media_type(content_type) if content_type else JSON
     if media == JSON:

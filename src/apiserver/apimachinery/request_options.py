@@ -24,6 +24,7 @@ becomes a 500 with an empty reason; that is reproduced here (see :func:`parse_de
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 from collections.abc import Sequence
 from typing import Any
@@ -234,8 +235,14 @@ class WriteOptions:
         return self.field_validation or "Warn"
 
 
+#: The options of a write without a query string (most of them): all defaults, all valid.
+NO_WRITE_OPTIONS = WriteOptions()
+
+
 def parse_write_options(query: Query) -> WriteOptions:
     """Decode ``dryRun`` (all values), ``fieldManager``, ``fieldValidation`` and ``force``."""
+    if not query:
+        return NO_WRITE_OPTIONS
     return WriteOptions(
         dry_run=tuple(query_values(query, "dryRun") or ()),
         field_manager=query_str(query, "fieldManager") or "",
@@ -284,6 +291,8 @@ def field_validation_errors(value: str, path: str = "fieldValidation") -> list[F
 
 
 def _write_errors(opts: WriteOptions) -> list[FieldError]:
+    if opts is NO_WRITE_OPTIONS:
+        return []
     return [
         *field_manager_errors(opts.field_manager),
         *dry_run_errors(opts.dry_run),
@@ -319,9 +328,11 @@ def validate_patch_options(opts: WriteOptions, patch_type: str) -> None:
         raise invalid_error("PatchOptions", "", errs, group=META_GROUP)
 
 
+@functools.lru_cache(maxsize=256)
 def default_field_manager(user_agent: str) -> str:
     """``prefixFromUserAgent``: the User-Agent up to the first ``/``, printable characters
-    only, cut (at a character boundary) to 128 bytes."""
+    only, cut (at a character boundary) to 128 bytes. Kept per User-Agent (a pure function
+    of it, and clients send the same few on every write)."""
     head = user_agent.split("/", 1)[0]
     out: list[str] = []
     size = 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from apiserver.apimachinery.meta_time import (
@@ -173,3 +173,13 @@ def test_format_seconds_truncates_a_clock_reading_to_whole_seconds() -> None:
 
     assert format_seconds(1_700_000_000.999) == "2023-11-14T22:13:20Z"
     assert format_seconds(0) == "1970-01-01T00:00:00Z"
+
+
+@settings(deadline=None)
+@given(st.lists(st.floats(0, 4e9), max_size=40))
+def test_format_seconds_kept_texts_match_fresh_ones(readings: list[float]) -> None:
+    from apiserver.apimachinery.meta_time import format_seconds
+
+    for seconds in readings:
+        fresh = format_time(datetime.fromtimestamp(int(seconds), UTC))
+        assert format_seconds(seconds) == fresh

@@ -280,6 +280,15 @@ def test_negotiate_body_415(content_type: str) -> None:
         BODY_415,
         None,
     )
+    # A refusal is never kept: the same header is refused again, with a fresh error.
+    again = error(negotiate_body, content_type)
+    assert again is not err and again.message == BODY_415
+
+
+def test_negotiate_body_keeps_answers_per_content_type() -> None:
+    for content_type in ("application/json", "application/yaml", None, "Application/JSON"):
+        assert negotiate_body(content_type) == negotiate_body.__wrapped__(content_type)
+        assert negotiate_body(content_type) == negotiate_body.__wrapped__(content_type)
 
 
 @pytest.mark.parametrize(

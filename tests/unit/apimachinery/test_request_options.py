@@ -237,6 +237,9 @@ def test_parse_write_options() -> None:
     assert opts.is_dry_run
     empty = parse_write_options({})
     assert empty == WriteOptions()
+    # Shared by every write without a query: frozen, and valid by the ordinary checks.
+    assert empty is parse_write_options({})
+    assert empty.dry_run == () and not empty.field_manager and not empty.field_validation
     assert empty.effective_field_validation == "Warn"
     assert not empty.is_dry_run
 
@@ -280,6 +283,7 @@ def test_create_update_errors(opts: WriteOptions, errors: str) -> None:
 
 def test_write_options_ok() -> None:
     for opts in (
+        parse_write_options({}),
         WriteOptions(),
         WriteOptions(dry_run=("All",), field_manager="m" * 128, field_validation="Ignore"),
         WriteOptions(field_manager="a b"),
@@ -291,7 +295,7 @@ def test_write_options_ok() -> None:
 def test_patch_options() -> None:
     validate_patch_options(WriteOptions(field_manager="x", force=True), "apply")
     validate_patch_options(WriteOptions(), "merge")
-    assert raised(validate_patch_options, WriteOptions(), "apply").message == (
+    assert raised(validate_patch_options, parse_write_options({}), "apply").message == (
         'PatchOptions.meta.k8s.io "" is invalid: fieldManager: Required value: is required for '
         "apply patch"
     )
@@ -321,6 +325,7 @@ def test_patch_options() -> None:
 )
 def test_default_field_manager(agent: str, manager: str) -> None:
     assert default_field_manager(agent) == manager
+    assert default_field_manager(agent) == default_field_manager.__wrapped__(agent) == manager
 
 
 def test_field_manager_or_user_agent() -> None:

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import attrs
@@ -336,6 +336,8 @@ def _number_literal(value: int | float) -> str:
 
 
 class _Decoder:
+    """One decoding: remembers the first type error (Go keeps decoding after one)."""
+
     def __init__(self) -> None:
         self.saved: DecodeError | None = None
 
@@ -348,92 +350,185 @@ class _Decoder:
             where = "Go value"
         self.saved = DecodeError(f"json: cannot unmarshal {what} into {where} of type {go_type}")
 
-    def decode(self, value: Any, typ: Any, struct: str, path: str) -> Any:
-        """Returns the canonical value, or ``None`` for a zero/nil value."""
-        if isinstance(typ, _Ptr):
-            if value is None:
-                return None
-            inner = self.decode(value, typ.elem, struct, path)
-            if inner is None:
-                return _zero_of(typ.elem)
-            return inner
-        if value is None:
-            return None
-        if isinstance(typ, _Str):
-            if isinstance(value, str):
-                return value or None
-            self.type_error(_json_kind(value), typ.go_type, struct, path)
-            return None
-        if isinstance(typ, _Int):
-            if isinstance(value, bool) or not isinstance(value, int | float):
-                self.type_error(_json_kind(value), typ.go_type, struct, path)
-                return None
-            limit = 1 << (typ.bits - 1)
-            if isinstance(value, float) or not -limit <= value < limit:
-                self.type_error(f"number {_number_literal(value)}", typ.go_type, struct, path)
-                return None
-            return value or None
-        if isinstance(typ, _Bool):
-            if isinstance(value, bool):
-                return value
-            self.type_error(_json_kind(value), typ.go_type, struct, path)
-            return None
-        if isinstance(typ, _Time):
-            if not isinstance(value, str):
-                # metav1.Time decodes a string itself; its error stops decoding at once.
-                raise DecodeError(
-                    f"json: cannot unmarshal {_json_kind(value)} into Go struct field "
-                    f"{struct}.{path} of type string"
-                )
-            canonical = _canonical_time(value, typ.micro)
-            if canonical is not None:
-                return canonical or None
-            t = parse_go_time(value, typ.micro)
-            if t == _ZERO:
-                return None
-            return format_micro_time(t) if typ.micro else format_time(t)
-        if isinstance(typ, _Raw):
-            return value
-        if isinstance(typ, _Map):
-            if not isinstance(value, dict):
-                self.type_error(_json_kind(value), typ.go_type, struct, path)
-                return None
-            out: dict[str, str] = {}
-            for k, v in value.items():
-                if v is None:
-                    out[k] = ""
-                elif isinstance(v, str):
-                    out[k] = v
-                else:
-                    self.type_error(_json_kind(v), "string", struct, path)
-            return out or None
-        if isinstance(typ, _List):
-            if not isinstance(value, list):
-                self.type_error(_json_kind(value), typ.go_type, struct, path)
-                return None
-            items = []
-            for item in value:
-                decoded = self.decode(item, typ.elem, struct, path)
-                items.append(_zero_of(typ.elem) if decoded is None else decoded)
-            return items or None
-        if isinstance(typ, _Struct):
-            if not isinstance(value, dict):
-                self.type_error(_json_kind(value), typ.go_type, struct, path)
-                return None
-            found: dict[str, Any] = {}
-            for key, item in value.items():
-                f = typ.field(key)
-                if f is None:
-                    continue  # unknown fields are dropped (strictness is checked elsewhere)
-                sub = f"{path}.{key}" if path else key
-                decoded = self.decode(item, f.type, typ.name, sub)
-                if decoded is None:
-                    found.pop(key, None)
-                else:
-                    found[key] = decoded
-            ordered = {f.name: found[f.name] for f in typ.fields if f.name in found}
-            return ordered or None
+
+# Each type's decoder is built once, as a closure, rather than dispatching on the type model
+# for every value (every create, update and patch decodes its object). A decoder takes the
+# value, the decoding, the enclosing struct's name and the value's path as (parent, key) --
+# joined only for an error message or a nested struct -- and returns the canonical value, or
+# None for a zero/nil value. JSON null decodes to nil whatever the type, so a decoder is never
+# handed None: the struct, list and pointer decoders deal with it.
+
+Decoder = Callable[[Any, _Decoder, str, str, str], Any]
+
+_DECODERS: dict[int, tuple[Any, Decoder]] = {}
+
+
+def _path(parent: str, key: str) -> str:
+    return f"{parent}.{key}" if parent else key
+
+
+def _wrong_kind(d: _Decoder, value: Any, go_type: str, struct: str, parent: str, key: str) -> None:
+    """A value of the wrong JSON kind: Go's type error (if it is the first), decoded as nil."""
+    d.type_error(_json_kind(value), go_type, struct, _path(parent, key))
+
+
+def _decoder(typ: Any) -> Decoder:
+    known = _DECODERS.get(id(typ))
+    if known is None or known[0] is not typ:
+        known = _DECODERS[id(typ)] = (typ, _build_decoder(typ))
+    return known[1]
+
+
+def _build_decoder(typ: Any) -> Decoder:
+    builder = _DECODER_BUILDERS.get(type(typ))
+    if builder is None:
         raise TypeError(f"unknown schema type {typ!r}")
+    return builder(typ)
+
+
+def _ptr_decoder(typ: _Ptr) -> Decoder:
+    elem, inner = typ.elem, _decoder(typ.elem)
+
+    def decode(value: Any, d: _Decoder, struct: str, parent: str, key: str) -> Any:
+        decoded = inner(value, d, struct, parent, key)
+        return _zero_of(elem) if decoded is None else decoded
+
+    return decode
+
+
+def _str_decoder(typ: _Str) -> Decoder:
+    go_type = typ.go_type
+
+    def decode(value: Any, d: _Decoder, struct: str, parent: str, key: str) -> Any:
+        if isinstance(value, str):
+            return value or None
+        return _wrong_kind(d, value, go_type, struct, parent, key)
+
+    return decode
+
+
+def _int_decoder(typ: _Int) -> Decoder:
+    go_type, limit = typ.go_type, 1 << (typ.bits - 1)
+
+    def decode(value: Any, d: _Decoder, struct: str, parent: str, key: str) -> Any:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return _wrong_kind(d, value, go_type, struct, parent, key)
+        if isinstance(value, float) or not -limit <= value < limit:
+            d.type_error(f"number {_number_literal(value)}", go_type, struct, _path(parent, key))
+            return None
+        return value or None
+
+    return decode
+
+
+def _bool_decoder(typ: _Bool) -> Decoder:
+    go_type = typ.go_type
+
+    def decode(value: Any, d: _Decoder, struct: str, parent: str, key: str) -> Any:
+        if isinstance(value, bool):
+            return value
+        return _wrong_kind(d, value, go_type, struct, parent, key)
+
+    return decode
+
+
+def _time_decoder(typ: _Time) -> Decoder:
+    micro = typ.micro
+
+    def decode(value: Any, d: _Decoder, struct: str, parent: str, key: str) -> Any:
+        if not isinstance(value, str):
+            # metav1.Time decodes a string itself; its error stops decoding at once.
+            raise DecodeError(
+                f"json: cannot unmarshal {_json_kind(value)} into Go struct field "
+                f"{struct}.{_path(parent, key)} of type string"
+            )
+        canonical = _canonical_time(value, micro)
+        if canonical is not None:
+            return canonical or None
+        t = parse_go_time(value, micro)
+        if t == _ZERO:
+            return None
+        return format_micro_time(t) if micro else format_time(t)
+
+    return decode
+
+
+def _raw_decoder(typ: _Raw) -> Decoder:
+    def decode(value: Any, d: _Decoder, struct: str, parent: str, key: str) -> Any:
+        return value
+
+    return decode
+
+
+def _map_decoder(typ: _Map) -> Decoder:
+    go_type = typ.go_type
+
+    def decode(value: Any, d: _Decoder, struct: str, parent: str, key: str) -> Any:
+        if not isinstance(value, dict):
+            return _wrong_kind(d, value, go_type, struct, parent, key)
+        out: dict[str, str] = {}
+        for k, v in value.items():
+            if v is None:
+                out[k] = ""
+            elif isinstance(v, str):
+                out[k] = v
+            else:
+                d.type_error(_json_kind(v), "string", struct, _path(parent, key))
+        return out or None
+
+    return decode
+
+
+def _list_decoder(typ: _List) -> Decoder:
+    elem, go_type, inner = typ.elem, typ.go_type, _decoder(typ.elem)
+
+    def decode(value: Any, d: _Decoder, struct: str, parent: str, key: str) -> Any:
+        if not isinstance(value, list):
+            return _wrong_kind(d, value, go_type, struct, parent, key)
+        items = []
+        for item in value:
+            decoded = None if item is None else inner(item, d, struct, parent, key)
+            items.append(_zero_of(elem) if decoded is None else decoded)
+        return items or None
+
+    return decode
+
+
+def _struct_decoder(typ: _Struct) -> Decoder:
+    name, go_type, order = typ.name, typ.go_type, tuple(f.name for f in typ.fields)
+    fields = {f.name: _decoder(f.type) for f in typ.fields}
+
+    def decode(value: Any, d: _Decoder, struct: str, parent: str, key: str) -> Any:
+        if not isinstance(value, dict):
+            return _wrong_kind(d, value, go_type, struct, parent, key)
+        path = _path(parent, key)
+        found: dict[str, Any] = {}
+        for k, item in value.items():
+            field = fields.get(k)
+            if field is None:
+                continue  # unknown fields are dropped (strictness is checked elsewhere)
+            decoded = None if item is None else field(item, d, name, path, k)
+            if decoded is None:
+                found.pop(k, None)
+            else:
+                found[k] = decoded
+        ordered = {f: found[f] for f in order if f in found}
+        return ordered or None
+
+    return decode
+
+
+_DECODER_BUILDERS: dict[type, Callable[[Any], Decoder]] = {
+    _Ptr: _ptr_decoder,
+    _Str: _str_decoder,
+    _Int: _int_decoder,
+    _Bool: _bool_decoder,
+    _Time: _time_decoder,
+    _Raw: _raw_decoder,
+    _Map: _map_decoder,
+    _List: _list_decoder,
+    _Struct: _struct_decoder,
+}
 
 
 _CANONICAL_TIME = re.compile(r"(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)Z")
@@ -475,7 +570,7 @@ def _decode(obj: Any, schema: _Struct) -> dict[str, Any]:
         raise DecodeError(
             f"json: cannot unmarshal {_json_kind(obj)} into Go value of type {schema.go_type}"
         )
-    result = decoder.decode(obj, schema, "", "") or {}
+    result = _decoder(schema)(obj, decoder, "", "", "") or {}
     if decoder.saved is not None:
         raise decoder.saved
     return result
@@ -514,60 +609,122 @@ def decode_object_meta(meta: Any) -> dict[str, Any]:
 
 
 # --- encoding ----------------------------------------------------------------------------
+#
+# Each type's encoder is built once, as a closure over a plan of its fields, rather than
+# walking the type model value by value: every GET, list item, watch event and write answer
+# goes through here (the walk was the largest part of a create's answer).
+
+Encoder = Callable[[Any], Any]
+
+#: How a struct field is written: always (zero value when unset), only when not nil (pointers),
+#: only when not empty (``omitempty``), or a constant (type meta).
+_ALWAYS, _UNLESS_NIL, _UNLESS_EMPTY, _CONSTANT = 0, 1, 2, 3
+
+_ENCODERS: dict[int, tuple[Any, Encoder | None]] = {}
 
 
-def _encode(value: Any, typ: Any) -> Any:
+def _encoder(typ: Any) -> Encoder | None:
+    """The encoder of ``typ``; None where a value is written as it is (strings, numbers...)."""
+    known = _ENCODERS.get(id(typ))
+    if known is None or known[0] is not typ:
+        known = _ENCODERS[id(typ)] = (typ, _build_encoder(typ))
+    return known[1]
+
+
+def _build_encoder(typ: Any) -> Encoder | None:
+    if isinstance(typ, _Struct):
+        return _struct_encoder(typ, {f.name: f.name for f in typ.fields}, {})
     if isinstance(typ, _Ptr):
-        return None if value is None else _encode(value, typ.elem)
-    if isinstance(typ, _Struct):
-        source = value or {}
-        out: dict[str, Any] = {}
-        for f in typ.fields:
-            item = source.get(f.name)
-            if _omitted(item, f):
-                continue
-            out[f.name] = _encode(item, f.type) if item is not None else _zero_json(f.type)
-        return out
-    if isinstance(typ, _List):
-        if value is None:
+        elem = _encoder(typ.elem)
+        if elem is None:
             return None
-        return [_encode(item, typ.elem) for item in value]
+        return lambda value: None if value is None else elem(value)
+    if isinstance(typ, _List):
+        item = _encoder(typ.elem)
+        if item is None:
+            return lambda value: None if value is None else list(value)
+        return lambda value: None if value is None else [item(v) for v in value]
     if isinstance(typ, _Map):
-        return None if value is None else dict(value)
+        return lambda value: None if value is None else dict(value)
     if isinstance(typ, _Time):
-        return value or None
-    return value
+        return lambda value: value or None
+    return None
 
 
-def _zero_json(typ: Any) -> Any:
+def _zero_factory(typ: Any) -> Callable[[], Any]:
+    """What Go writes for an unset field that is never omitted (a fresh value each call)."""
     if isinstance(typ, _Struct):
-        return _encode({}, typ)
-    return _zero_of(typ)
+        encode = _encoder(typ)
+        assert encode is not None
+        return lambda: encode({})
+    zero = _zero_of(typ)
+    return lambda: zero
 
 
-def _omitted(value: Any, f: _F) -> bool:
-    """Go's ``omitempty``: never for structs (a Time is a struct), else when empty/nil."""
-    if isinstance(f.type, _Struct | _Time):
-        return False
-    if not f.omitempty:
-        return False
-    if isinstance(f.type, _Ptr):
-        return value is None
-    return not value
+def _struct_encoder(
+    typ: _Struct, source: Mapping[str, str | None], constants: Mapping[str, Any]
+) -> Encoder:
+    """Go's ``encoding/json`` of a struct, in field order; each field read from the source
+    dict under ``source[name]`` (None: never set) or set to ``constants[name]``.
+
+    ``omitempty`` never omits a struct (a Time is a struct); pointers are omitted when nil,
+    other ``omitempty`` fields when empty; fields never omitted but unset get their zero."""
+    plan: list[tuple[str, str | None, int, Any, Any]] = []
+    for f in typ.fields:
+        if f.name in constants:
+            plan.append((f.name, None, _CONSTANT, None, constants[f.name]))
+            continue
+        if isinstance(f.type, _Struct | _Time) or not f.omitempty:
+            how = _ALWAYS
+        elif isinstance(f.type, _Ptr):
+            how = _UNLESS_NIL
+        else:
+            how = _UNLESS_EMPTY
+        zero = _zero_factory(f.type) if how == _ALWAYS else None
+        plan.append((f.name, source.get(f.name), how, _encoder(f.type), zero))
+    empty: dict[str, Any] = {}
+
+    def encode(value: Any) -> dict[str, Any]:
+        get = (value or empty).get
+        out: dict[str, Any] = {}
+        for name, key, how, encode_item, extra in plan:
+            if how == _CONSTANT:
+                out[name] = extra
+                continue
+            item = get(key) if key is not None else None
+            if item is None:
+                if how == _ALWAYS:
+                    out[name] = extra()
+            elif how != _UNLESS_EMPTY or item:
+                out[name] = item if encode_item is None else encode_item(item)
+        return out
+
+    return encode
 
 
 def _type_meta(api_version: str) -> dict[str, Any]:
     return {"kind": KIND, "apiVersion": api_version}
 
 
+def _event_encoder(typ: _Struct, renames: Mapping[str, str], api_version: str | None) -> Encoder:
+    """An internal Event written as ``typ``: fields read under their internal names, type meta
+    (when ``api_version`` is given) written as constants, never read from the object."""
+    source: dict[str, str | None] = {f.name: renames.get(f.name) for f in typ.fields}
+    return _struct_encoder(typ, source, _type_meta(api_version) if api_version else {})
+
+
+_CORE_NAMES = {f.name: f.name for f in CORE_EVENT.fields if f.name not in ("kind", "apiVersion")}
+_TO_V1 = _event_encoder(V1_EVENT, V1_TO_INTERNAL, V1_API_VERSION)
+_TO_V1_ITEM = _event_encoder(V1_EVENT, V1_TO_INTERNAL, None)
+_TO_CORE = _event_encoder(CORE_EVENT, _CORE_NAMES, CORE_API_VERSION)
+_TO_CORE_ITEM = _event_encoder(CORE_EVENT, _CORE_NAMES, None)
+
+
 def internal_to_v1(obj: Mapping[str, Any], *, include_type_meta: bool = True) -> dict[str, Any]:
     """Encode an internal Event as events.k8s.io/v1 JSON, in Go's field order and with Go's
     ``omitempty`` rules. ``include_type_meta=False`` for list items (they carry no
     kind/apiVersion)."""
-    wire = {INTERNAL_TO_V1[k]: v for k, v in obj.items() if k in INTERNAL_TO_V1}
-    if include_type_meta:
-        wire.update(_type_meta(V1_API_VERSION))
-    encoded: dict[str, Any] = _encode(wire, V1_EVENT)
+    encoded: dict[str, Any] = (_TO_V1 if include_type_meta else _TO_V1_ITEM)(obj)
     return encoded
 
 
@@ -575,16 +732,15 @@ def internal_to_core_v1(
     obj: Mapping[str, Any], *, include_type_meta: bool = True
 ) -> dict[str, Any]:
     """Encode an internal Event as core v1 JSON (``apiVersion: v1``)."""
-    wire = {k: v for k, v in obj.items() if k not in ("kind", "apiVersion")}
-    if include_type_meta:
-        wire.update(_type_meta(CORE_API_VERSION))
-    encoded: dict[str, Any] = _encode(wire, CORE_EVENT)
+    encoded: dict[str, Any] = (_TO_CORE if include_type_meta else _TO_CORE_ITEM)(obj)
     return encoded
 
 
 def encode_object_meta(meta: Mapping[str, Any]) -> dict[str, Any]:
     """ObjectMeta JSON in Go's field order (``creationTimestamp: null`` when unset)."""
-    encoded: dict[str, Any] = _encode(meta, OBJECT_META)
+    encode = _encoder(OBJECT_META)
+    assert encode is not None
+    encoded: dict[str, Any] = encode(meta)
     return encoded
 
 

@@ -21,6 +21,7 @@ from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
 from apiserver.api.events import convert, selection, validation
+from apiserver.api.events.createfields import CreateManagedFields
 from apiserver.api.events.encoding import EncodedEvents, ListBodies
 from apiserver.api.events.schema import EVENT_V1
 from apiserver.api.events.tables import partial_object, table_for
@@ -139,6 +140,7 @@ class EventsAPI:
         self.encoded = EncodedEvents()
         self.list_bodies = ListBodies()
         self._outputs: dict[tuple[str | None, bool, bool], Any] = {}
+        self.create_fields = CreateManagedFields(API_VERSION, EVENT_V1, to_v1)
         #: Watch output leaves in one write per stream and reactor turn (http/coalesce.py).
         self.coalescer = WriteCoalescer(clock)
 
@@ -277,13 +279,13 @@ class EventsAPI:
         fmt = negotiation.negotiate_body(header_value(request, b"content-type") or None)
         raw = request.content.read() if request.content is not None else b""
         obj = decode_document(raw, fmt)
-        warnings = self._strict(raw, fmt, field_validation)
+        warnings = self._strict(raw, fmt, field_validation, obj)
         return obj, warnings, raw
 
-    def _strict(self, raw: bytes, fmt: str, field_validation: str) -> list[str]:
+    def _strict(self, raw: bytes, fmt: str, field_validation: str, obj: Obj) -> list[str]:
         if field_validation == "Ignore":
             return []
-        problems = fieldmanagement.strict_errors(raw, fmt)
+        problems = fieldmanagement.strict_errors(raw, fmt, EVENT_V1, decoded=obj)
         if not problems:
             return []
         if field_validation == "Strict":
@@ -379,8 +381,10 @@ class EventsAPI:
         dry_run = bool(opts.dry_run)
         attempts = 8 if meta.get("generateName") and not meta.get("name") else 1
         for attempt in range(attempts):
-            candidate = _deep_copy(internal)
-            cmeta = metadata(candidate)
+            # Only metadata is written to from here on (name, uid, timestamps, managedFields,
+            # resourceVersion): a copy of it keeps ``internal`` whole for another attempt.
+            cmeta = dict(meta)
+            candidate = {**internal, "metadata": cmeta}
             if attempts > 1:
                 cmeta["name"] = generate_name(cmeta["generateName"], self.rng)
             self._prepare_create(candidate, manager)
@@ -412,16 +416,12 @@ class EventsAPI:
 
     def _track_update(self, old: Obj | None, new: Obj, manager: str) -> None:
         """managedFields for an ``Update`` operation by ``manager`` (v1 field paths)."""
-        old_v1 = to_v1(old) if old is not None else None
-        new_v1 = to_v1(new)
+        now = format_seconds(self.clock.seconds())
+        if old is None:
+            metadata(new)["managedFields"] = self.create_fields.entries(new, manager, now)
+            return
         metadata(new)["managedFields"] = update_managed_fields(
-            old_v1,
-            new_v1,
-            manager,
-            "Update",
-            API_VERSION,
-            format_seconds(self.clock.seconds()),
-            EVENT_V1,
+            to_v1(old), to_v1(new), manager, "Update", API_VERSION, now, EVENT_V1
         )
 
     # --- update ----------------------------------------------------------------------------

@@ -49,6 +49,7 @@ from apiserver.apimachinery.strict import (
     go_json_kind,
     go_marshal,
 )
+from apiserver.apimachinery.strict_fast import certainly_clean
 
 PATCH_TYPES = {
     "application/json-patch+json": "json",
@@ -64,16 +65,19 @@ def _schema_for(api_version: str) -> Type:
     return SCHEMAS[api_version]
 
 
-def strict_errors(raw: bytes, fmt: str, schema: Type | None = None) -> list[str]:
+def strict_errors(
+    raw: bytes, fmt: str, schema: Type | None = None, decoded: Any = None
+) -> list[str]:
     """``unknown field``/``duplicate field`` problems of a create/update body (spec §6.5).
 
     ``fmt`` is ``json`` or ``yaml``; ``schema`` defaults to events.k8s.io/v1 Event.
+    ``decoded``, the JSON body already decoded (dicts), lets a clean body be told apart
+    quickly (:mod:`apiserver.apimachinery.strict_fast`).
     """
-    return find_strict_errors(
-        raw,
-        schema if schema is not None else _schema_for("events.k8s.io/v1"),
-        content_type="yaml" if fmt == "yaml" else "json",
-    )
+    typ = schema if schema is not None else _schema_for("events.k8s.io/v1")
+    if fmt != "yaml" and decoded is not None and certainly_clean(raw, decoded, typ):
+        return []
+    return find_strict_errors(raw, typ, content_type="yaml" if fmt == "yaml" else "json")
 
 
 def patch_strict_error(value_text: str, problems: list[str]) -> StatusError:
