@@ -680,38 +680,6 @@ def watch_client_main(argv: Sequence[str]) -> int:
         "Accept: application/json\r\nUser-Agent: api-bench-watch\r\n\r\n"
     ).encode()
 
-    class H1Watch(protocol.Protocol):
-        """One HTTP/1.1 connection, one watch; the chunked framing is left in the stream
-        (the stamps never straddle a chunk boundary: each event is one chunk)."""
-
-        def __init__(self) -> None:
-            self.head = b""
-            self.stream = Stream()
-            streams.append(self.stream)
-
-        def connectionMade(self) -> None:
-            self.transport.write(h1_request)  # type: ignore[union-attr]
-
-        def dataReceived(self, data: bytes) -> None:
-            now = time.time()
-            stream = self.stream
-            if not stream.settled:
-                self.head += data
-                end = self.head.find(b"\r\n\r\n")
-                if end < 0:
-                    return
-                status = self.head.split(b"\r\n", 1)[0].decode(errors="replace")
-                ok = status.split(" ")[1:2] == ["200"]
-                data, self.head = self.head[end + 4 :], b""
-                stream.settle(ok, status)
-                if not ok:
-                    self.transport.loseConnection()  # type: ignore[union-attr]
-                    return
-            stream.feed(data, now)
-
-        def connectionLost(self, reason: Any = None) -> None:
-            self.stream.lost(reason.getErrorMessage() if reason else "closed")
-
     class H2Watches(protocol.Protocol):
         """One HTTP/2 connection carrying ``count`` watches."""
 
@@ -821,7 +789,7 @@ def watch_client_main(argv: Sequence[str]) -> int:
             self.count = count
 
         def buildProtocol(self, addr: Any) -> protocol.Protocol:
-            proto: protocol.Protocol = H1Watch() if args.proto == "h1" else H2Watches(self.count)
+            proto: protocol.Protocol = H2Watches(self.count)
             connections.append(proto)
             return proto
 
@@ -833,9 +801,9 @@ def watch_client_main(argv: Sequence[str]) -> int:
                 state["statuses"][key] = state["statuses"].get(key, 0) + 1
             pump()
 
-    alpn = [b"http/1.1"] if args.proto == "h1" else [b"h2"]
+    alpn = [b"h2"]  # HTTP/1.1 watches run on _h1_watch_loop
     tls = tssl.CertificateOptions(acceptableProtocols=alpn)
-    per_connection = 1 if args.proto == "h1" else max(1, args.streams)
+    per_connection = max(1, args.streams)
     announced = False
 
     def announce() -> None:
