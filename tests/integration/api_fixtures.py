@@ -6,6 +6,7 @@ storage tests use) and points the daemon at it with ``--store-servers``.
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +17,24 @@ from tests.integration.daemon import Daemon, write_kubeconfig
 from tests.storage.etcdserver import EtcdServer
 
 BACKENDS = ["sqlite", "etcd3"]
+
+
+def event_body(name: str, namespace: str = "default", note: str = "n") -> bytes:
+    return json.dumps(
+        {
+            "apiVersion": "events.k8s.io/v1",
+            "kind": "Event",
+            "metadata": {"name": name, "namespace": namespace},
+            "eventTime": "2026-11-22T10:00:00.000001Z",
+            "reportingController": "example.com/c",
+            "reportingInstance": "c-1",
+            "action": "Create",
+            "reason": "Created",
+            "type": "Normal",
+            "note": note,
+            "regarding": {"kind": "Pod", "namespace": namespace, "name": "p"},
+        }
+    ).encode()
 
 
 class ApiServer:

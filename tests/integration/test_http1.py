@@ -15,27 +15,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.integration.api_fixtures import event_body
 from tests.integration.daemon import Daemon, write_kubeconfig
 
 KUBECTL = shutil.which("kubectl")
 BASE = "/apis/events.k8s.io/v1"
-
-
-def event(name: str, namespace: str) -> bytes:
-    return json.dumps(
-        {
-            "apiVersion": "events.k8s.io/v1",
-            "kind": "Event",
-            "metadata": {"name": name, "namespace": namespace},
-            "eventTime": "2026-11-22T10:00:00.000001Z",
-            "reportingController": "example.com/c",
-            "reportingInstance": "c-1",
-            "action": "Create",
-            "reason": "Created",
-            "type": "Normal",
-            "regarding": {"kind": "Pod", "namespace": namespace, "name": "p"},
-        }
-    ).encode()
 
 
 class Raw:
@@ -119,7 +103,7 @@ def test_http10(raw: Raw) -> None:
 def test_expect_continue_and_chunked_bodies(raw: Raw) -> None:
     ns = "h1-" + uuid.uuid4().hex[:8]
     path = f"{BASE}/namespaces/{ns}/events".encode()
-    data = event("e1", ns)
+    data = event_body("e1", ns)
     raw.send(
         b"POST " + path + b" HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
         b"Content-Length: %d\r\nExpect: 100-continue\r\n\r\n" % len(data)
@@ -129,7 +113,7 @@ def test_expect_continue_and_chunked_bodies(raw: Raw) -> None:
     raw.send(data)
     status, _, body = raw.response()
     assert status == b"HTTP/1.1 201 Created", body
-    data = event("e2", ns)
+    data = event_body("e2", ns)
     chunks = b"".join(b"%x\r\n%s\r\n" % (len(p), p) for p in (data[:10], data[10:]))
     raw.send(
         b"POST " + path + b" HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
@@ -159,7 +143,7 @@ def test_large_headers_pass_as_go_lets_them(raw: Raw) -> None:
 def test_watch_stream_is_chunked_and_survives_a_client_leaving(daemon: Daemon) -> None:
     ns = "h1-" + uuid.uuid4().hex[:8]
     path = f"{BASE}/namespaces/{ns}/events"
-    status, _, _ = daemon.get(path, method="POST", body=event("w1", ns))
+    status, _, _ = daemon.get(path, method="POST", body=event_body("w1", ns))
     assert status == 201
     conn = Raw(daemon)
     conn.send(f"GET {path}?watch=1&resourceVersion=0 HTTP/1.1\r\nHost: x\r\n\r\n".encode())
@@ -176,7 +160,7 @@ def test_kubectl_over_http1(start_daemon: Callable[..., Daemon], tmp_path: Path)
     """Go's client on HTTP/1.1 (no h2 offered): a list and a chunked watch to its end."""
     daemon = start_daemon(["--disable-http2-serving"])
     ns = "h1-" + uuid.uuid4().hex[:8]
-    assert daemon.get(f"{BASE}/namespaces/{ns}/events", "POST", body=event("k1", ns))[0] == 201
+    assert daemon.get(f"{BASE}/namespaces/{ns}/events", "POST", body=event_body("k1", ns))[0] == 201
     config = write_kubeconfig(daemon, tmp_path / "kubeconfig")
     for path in (
         f"{BASE}/namespaces/{ns}/events",

@@ -14,28 +14,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.integration.api_fixtures import event_body
 from tests.integration.daemon import Daemon
 from tests.storage.etcdserver import EtcdServer
 
 ETCD = shutil.which("etcd")
-
-
-def event_body(name: str, namespace: str = "default", note: str = "n") -> bytes:
-    return json.dumps(
-        {
-            "apiVersion": "events.k8s.io/v1",
-            "kind": "Event",
-            "metadata": {"name": name, "namespace": namespace},
-            "eventTime": "2026-11-22T10:00:00.000001Z",
-            "reportingController": "example.com/c",
-            "reportingInstance": "c-1",
-            "action": "Create",
-            "reason": "Created",
-            "type": "Normal",
-            "note": note,
-            "regarding": {"kind": "Pod", "namespace": namespace, "name": "p"},
-        }
-    ).encode()
 
 
 def post(daemon: Daemon, name: str, namespace: str = "default", timeout: float = 10) -> int:

@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from apiserver.api.events import convert as c
+from apiserver.apimachinery.strict import go_json_kind
 
 
 class Reference(c._Decoder):
@@ -27,11 +28,11 @@ class Reference(c._Decoder):
         if isinstance(typ, c._Str):
             if isinstance(value, str):
                 return value or None
-            self.type_error(c._json_kind(value), typ.go_type, struct, path)
+            self.type_error(go_json_kind(value), typ.go_type, struct, path)
             return None
         if isinstance(typ, c._Int):
             if isinstance(value, bool) or not isinstance(value, int | float):
-                self.type_error(c._json_kind(value), typ.go_type, struct, path)
+                self.type_error(go_json_kind(value), typ.go_type, struct, path)
                 return None
             limit = 1 << (typ.bits - 1)
             if isinstance(value, float) or not -limit <= value < limit:
@@ -41,12 +42,12 @@ class Reference(c._Decoder):
         if isinstance(typ, c._Bool):
             if isinstance(value, bool):
                 return value
-            self.type_error(c._json_kind(value), typ.go_type, struct, path)
+            self.type_error(go_json_kind(value), typ.go_type, struct, path)
             return None
         if isinstance(typ, c._Time):
             if not isinstance(value, str):
                 raise c.DecodeError(
-                    f"json: cannot unmarshal {c._json_kind(value)} into Go struct field "
+                    f"json: cannot unmarshal {go_json_kind(value)} into Go struct field "
                     f"{struct}.{path} of type string"
                 )
             canonical = c._canonical_time(value, typ.micro)
@@ -60,17 +61,17 @@ class Reference(c._Decoder):
             return value
         if isinstance(typ, c._Map):
             if not isinstance(value, dict):
-                self.type_error(c._json_kind(value), typ.go_type, struct, path)
+                self.type_error(go_json_kind(value), typ.go_type, struct, path)
                 return None
             # Values of another kind are reported (the first one) and left out; null is "".
             for v in value.values():
                 if v is not None and not isinstance(v, str):
-                    self.type_error(c._json_kind(v), "string", struct, path)
+                    self.type_error(go_json_kind(v), "string", struct, path)
             kept = {k: v or "" for k, v in value.items() if v is None or isinstance(v, str)}
             return kept or None
         if isinstance(typ, c._List):
             if not isinstance(value, list):
-                self.type_error(c._json_kind(value), typ.go_type, struct, path)
+                self.type_error(go_json_kind(value), typ.go_type, struct, path)
                 return None
             items = []
             for item in value:
@@ -79,7 +80,7 @@ class Reference(c._Decoder):
             return items or None
         assert isinstance(typ, c._Struct)
         if not isinstance(value, dict):
-            self.type_error(c._json_kind(value), typ.go_type, struct, path)
+            self.type_error(go_json_kind(value), typ.go_type, struct, path)
             return None
         found: dict[str, Any] = {}
         for key, item in value.items():

@@ -13,14 +13,10 @@ from typing import Any
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
+from tests.unit.unit_helpers import AppResource, FakeStore, result_of
 from treq.testing import StubTreq
-from twisted.internet import defer
-from twisted.internet.defer import Deferred
 from twisted.internet.task import Clock
-from twisted.python.failure import Failure
 from twisted.web.http_headers import Headers
-from twisted.web.resource import Resource
-from twisted.web.server import NOT_DONE_YET
 
 from apiserver.api.tokenrequest import install_token_request, token_request_served
 from apiserver.api.tokenrequest.rest import (
@@ -46,37 +42,9 @@ from apiserver.auth.interface import (
 from apiserver.auth.requestinfo import parse_request_info
 from apiserver.http.app import App, Router, ServingPolicy
 from apiserver.options import ServerConfig
-from apiserver.storage.interface import KeyNotFoundError, KeyValue
 
 NOW = 1_800_000_000.0  # 2027-01-15T08:00:00Z
 KEY = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-
-
-class FakeStore:
-    """``get`` over a dict of JSON objects (what the TokenRequest API reads)."""
-
-    def __init__(self) -> None:
-        self.data: dict[bytes, bytes] = {}
-
-    def put(self, key: str, obj: Any) -> None:
-        self.data[key.encode()] = json.dumps(obj).encode()
-
-    def get(self, key: bytes, revision: int = 0) -> Deferred[KeyValue]:
-        if key not in self.data:
-            return defer.fail(KeyNotFoundError("not found", key))
-        return defer.succeed(KeyValue(key, self.data[key], 1, 1))
-
-
-def result_of(value: Any) -> Any:
-    """The result of an already-fired Deferred; raises its failure."""
-    if not isinstance(value, Deferred):
-        return value
-    results: list[Any] = []
-    value.addBoth(results.append)
-    assert results, "the Deferred has not fired"
-    if isinstance(results[0], Failure):
-        results[0].raiseException()
-    return results[0]
 
 
 def pem_private(key: rsa.RSAPrivateKey) -> bytes:
@@ -92,18 +60,6 @@ PATH = "/api/v1/namespaces/ci/serviceaccounts/builder/token"
 JTI = "6b1c1f54-5f0e-4b8e-9d49-3b1c0a6f2a11"
 YEAR = 365 * 24 * 3600
 SA = {"kind": "ServiceAccount", "metadata": {"name": "builder", "namespace": "ci", "uid": "sa-uid"}}
-
-
-class _Site(Resource):
-    isLeaf = True
-
-    def __init__(self, app: App) -> None:
-        super().__init__()
-        self.app = app
-
-    def render(self, request: Any) -> object:
-        self.app.handle(request)
-        return NOT_DONE_YET
 
 
 class Recorder:
@@ -154,7 +110,7 @@ class Api:
         app = App(router, self.clock, ServingPolicy())
         if authorizer is not None:
             app.auth = AuthFilter(Bob(), False, authorizer)
-        self.treq = StubTreq(_Site(app))
+        self.treq = StubTreq(AppResource(app))
 
     def request(
         self,
@@ -878,7 +834,7 @@ def test_installed_api_applies_the_flags(tmp_path: Path) -> None:
     )
     router = Router()
     assert install_token_request(router, config, store, clock)
-    treq = StubTreq(_Site(App(router, clock, ServingPolicy())))
+    treq = StubTreq(AppResource(App(router, clock, ServingPolicy())))
     results: list[Any] = []
     body = json.dumps(
         {"spec": {"expirationSeconds": 3607, "boundObjectRef": {"kind": "Pod", "name": "p"}}}

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -11,11 +10,8 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-from twisted.internet import defer
-from twisted.internet.defer import Deferred
+from tests.unit.unit_helpers import FakeStore, result_of  # noqa: F401 - shared here too
 from twisted.web.http_headers import Headers
-
-from apiserver.storage.interface import KeyNotFoundError, KeyValue
 
 NOW = 1_800_000_000.0  # 2027-01-15, the clock every test starts at
 
@@ -132,38 +128,3 @@ class FakeRequest:
 
 def chain_of(request: Any) -> list[x509.Certificate]:
     return list(request.chain)
-
-
-class FakeStore:
-    """A store with ``get`` only (what the authenticators use)."""
-
-    def __init__(self) -> None:
-        self.data: dict[bytes, bytes] = {}
-        self.fail: Exception | None = None
-        self.gets: list[bytes] = []
-
-    def put(self, key: str, obj: Any) -> None:
-        self.data[key.encode()] = json.dumps(obj).encode()
-
-    def get(self, key: bytes, revision: int = 0) -> Deferred[KeyValue]:
-        self.gets.append(key)
-        if self.fail is not None:
-            return defer.fail(self.fail)
-        if key not in self.data:
-            return defer.fail(KeyNotFoundError("not found", key))
-        return defer.succeed(KeyValue(key, self.data[key], 1, 1))
-
-
-def result_of(value: Any) -> Any:
-    """The value of an already-fired Deferred (or the value itself); raises its failure."""
-    if not isinstance(value, Deferred):
-        return value
-    results: list[Any] = []
-    value.addBoth(results.append)
-    assert results, "the Deferred has not fired"
-    outcome = results[0]
-    from twisted.python.failure import Failure
-
-    if isinstance(outcome, Failure):
-        outcome.raiseException()
-    return outcome

@@ -6,12 +6,11 @@ import json
 from typing import Any
 
 import pytest
+from tests.unit.unit_helpers import AppResource
 from treq.testing import StubTreq
 from twisted.internet.defer import Deferred, fail, succeed
 from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
-from twisted.web.resource import Resource
-from twisted.web.server import NOT_DONE_YET
 
 from apiserver.auth.authz import AuthorizerError
 from apiserver.auth.authz.abac import ABACAuthorizer, Policy
@@ -81,18 +80,6 @@ class Raising:
 
     def authorize(self, attributes: Attributes) -> Decision:
         raise AuthorizerError("webhook down", self.decision, "")
-
-
-class AppResource(Resource):
-    isLeaf = True
-
-    def __init__(self, app: App) -> None:
-        super().__init__()
-        self.app = app
-
-    def render(self, request: Any) -> object:
-        self.app.handle(request)
-        return NOT_DONE_YET
 
 
 def make(auth: AuthFilter) -> tuple[StubTreq, list[Any]]:

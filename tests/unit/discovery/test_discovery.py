@@ -12,12 +12,11 @@ import pytest
 import yaml
 from hypothesis import given
 from hypothesis import strategies as st
+from tests.unit.unit_helpers import AppResource
 from treq.testing import StubTreq
 from twisted.internet.task import Clock
 from twisted.python.failure import Failure
 from twisted.web.http_headers import Headers
-from twisted.web.resource import Resource
-from twisted.web.server import NOT_DONE_YET
 
 from apiserver.discovery import documents as docs
 from apiserver.discovery import (
@@ -58,24 +57,12 @@ AGGREGATED_ITEMS = (
 )
 
 
-class _Site(Resource):
-    isLeaf = True
-
-    def __init__(self, app: App) -> None:
-        super().__init__()
-        self.app = app
-
-    def render(self, request: Any) -> object:
-        self.app.handle(request)
-        return NOT_DONE_YET
-
-
 def make(events: bool = True) -> StubTreq:
     router = Router()
     install_discovery(
         router, groups_enabled={"events.k8s.io/v1": events}, server_address=lambda: ADDRESS
     )
-    return StubTreq(_Site(App(router, Clock(), ServingPolicy())))
+    return StubTreq(AppResource(App(router, Clock(), ServingPolicy())))
 
 
 def fetch(

@@ -7,10 +7,9 @@ import json
 from typing import Any
 
 import pytest
+from tests.unit.unit_helpers import AppResource
 from treq.testing import StubTreq
 from twisted.internet.task import Clock
-from twisted.web.resource import Resource
-from twisted.web.server import NOT_DONE_YET
 
 from apiserver.discovery import install_discovery
 from apiserver.http.app import App, Router, ServingPolicy
@@ -29,18 +28,6 @@ AGGREGATED_ITEMS = (
 )
 
 
-class _Site(Resource):
-    isLeaf = True
-
-    def __init__(self, app: App) -> None:
-        super().__init__()
-        self.app = app
-
-    def render(self, request: Any) -> object:
-        self.app.handle(request)
-        return NOT_DONE_YET
-
-
 def fetch(token_request: bool, path: str, accept: str = "") -> tuple[int, Any, bytes]:
     router = Router()
     install_discovery(
@@ -49,7 +36,7 @@ def fetch(token_request: bool, path: str, accept: str = "") -> tuple[int, Any, b
         server_address=lambda: "192.0.2.10:6443",
         token_request=token_request,
     )
-    treq = StubTreq(_Site(App(router, Clock(), ServingPolicy())))
+    treq = StubTreq(AppResource(App(router, Clock(), ServingPolicy())))
     headers = {"Accept": [accept]} if accept else {}
     results: list[Any] = []
     d = treq.request("GET", "https://x" + path, headers=headers)

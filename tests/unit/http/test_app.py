@@ -6,28 +6,15 @@ import json
 import re
 from typing import Any
 
+from tests.unit.unit_helpers import AppResource
 from treq.testing import StubTreq
 from twisted.internet.defer import Deferred
 from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
-from twisted.web.resource import Resource
-from twisted.web.server import NOT_DONE_YET
 
 from apiserver.http.app import App, RequestInfo, Router, ServingPolicy
 from apiserver.http.response import Response, text
 from apiserver.service.lifecycle import Lifecycle
-
-
-class AppResource(Resource):
-    isLeaf = True
-
-    def __init__(self, app: App) -> None:
-        super().__init__()
-        self.app = app
-
-    def render(self, request: Any) -> object:
-        self.app.handle(request)
-        return NOT_DONE_YET
 
 
 def make(policy: ServingPolicy | None = None, lifecycle: Lifecycle | None = None):  # type: ignore[no-untyped-def]

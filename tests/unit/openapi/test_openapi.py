@@ -11,12 +11,11 @@ from typing import Any
 import pytest
 import yaml
 from openapi_spec_validator.validation import OpenAPIV2SpecValidator, OpenAPIV30SpecValidator
+from tests.unit.unit_helpers import AppResource
 from treq.testing import StubTreq
 from twisted.internet.task import Clock
 from twisted.python.failure import Failure
 from twisted.web.http_headers import Headers
-from twisted.web.resource import Resource
-from twisted.web.server import NOT_DONE_YET
 
 from apiserver.http.app import App, RequestInfo, Router, ServingPolicy
 from apiserver.openapi import documents as openapi_docs
@@ -36,25 +35,13 @@ ITEM = "/apis/events.k8s.io/v1/namespaces/{namespace}/events/{name}"
 EVENT_GVK = {"group": "events.k8s.io", "version": "v1", "kind": "Event"}
 
 
-class _Site(Resource):
-    isLeaf = True
-
-    def __init__(self, app: App) -> None:
-        super().__init__()
-        self.app = app
-
-    def render(self, request: Any) -> object:
-        self.app.handle(request)
-        return NOT_DONE_YET
-
-
 def make(events: bool = True) -> tuple[StubTreq, OpenAPIService]:
     router = Router()
     times = iter([BUILT])
     service = install_openapi(
         router, events_enabled=events, clock=lambda: next(times, NOW), git_version="v1.35.0"
     )
-    return StubTreq(_Site(App(router, Clock(), ServingPolicy()))), service
+    return StubTreq(AppResource(App(router, Clock(), ServingPolicy()))), service
 
 
 def fetch(
