@@ -31,6 +31,7 @@ from apiserver.apimachinery.negotiation import parse_accept
 from apiserver.discovery import documents as docs
 from apiserver.http.app import RequestInfo, Router, header_value
 from apiserver.http.response import Response
+from apiserver.http.status import status_body
 
 JSON_TYPE = "application/json"
 YAML_TYPE = "application/yaml"
@@ -168,17 +169,7 @@ def status_response(
     When the Accept header cannot be satisfied either, kube falls back to ``WriteRawJSON``:
     indented JSON without a newline.
     """
-    status: dict[str, Any] = {
-        "kind": "Status",
-        "apiVersion": "v1",
-        "metadata": {},
-        "status": "Failure",
-        "message": message,
-        "reason": reason,
-    }
-    if details is not None:
-        status["details"] = details
-    status["code"] = code
+    status = status_body(code, reason, message, details)
     options = negotiate(header_value(request, b"accept"), default_restrictions)
     if options is None:
         return Response(code, (("Content-Type", JSON_TYPE),), docs.go_marshal_indent(status))
@@ -188,16 +179,11 @@ def status_response(
 
 def not_acceptable(request: Any, info: RequestInfo) -> Response:
     """406 from ``NegotiateOutputMediaType`` (``WriteRawJSON``: indented, no newline)."""
-    status = {
-        "kind": "Status",
-        "apiVersion": "v1",
-        "metadata": {},
-        "status": "Failure",
-        "message": "only the following media types are accepted: "
-        + ", ".join(SUPPORTED_MEDIA_TYPES),
-        "reason": "NotAcceptable",
-        "code": 406,
-    }
+    status = status_body(
+        406,
+        "NotAcceptable",
+        "only the following media types are accepted: " + ", ".join(SUPPORTED_MEDIA_TYPES),
+    )
     return Response(406, (("Content-Type", JSON_TYPE),), docs.go_marshal_indent(status))
 
 

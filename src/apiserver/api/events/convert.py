@@ -45,6 +45,7 @@ from apiserver.apimachinery.meta_time import (
     parse_micro_time,
     parse_time,
 )
+from apiserver.apimachinery.strict import go_json_kind
 
 V1_API_VERSION = "events.k8s.io/v1"
 CORE_API_VERSION = "v1"
@@ -316,20 +317,6 @@ INTERNAL_ORDER: tuple[str, ...] = tuple(
 # --- decoding ----------------------------------------------------------------------------
 
 
-def _json_kind(value: Any) -> str:
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, int | float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
-    return "null"
-
-
 def _number_literal(value: int | float) -> str:
     # The literal as the client most likely wrote it (the parsed value is all we have).
     return repr(value) if isinstance(value, float) else str(value)
@@ -369,7 +356,7 @@ def _path(parent: str, key: str) -> str:
 
 def _wrong_kind(d: _Decoder, value: Any, go_type: str, struct: str, parent: str, key: str) -> None:
     """A value of the wrong JSON kind: Go's type error (if it is the first), decoded as nil."""
-    d.type_error(_json_kind(value), go_type, struct, _path(parent, key))
+    d.type_error(go_json_kind(value), go_type, struct, _path(parent, key))
 
 
 def _decoder(typ: Any) -> Decoder:
@@ -439,7 +426,7 @@ def _time_decoder(typ: _Time) -> Decoder:
         if not isinstance(value, str):
             # metav1.Time decodes a string itself; its error stops decoding at once.
             raise DecodeError(
-                f"json: cannot unmarshal {_json_kind(value)} into Go struct field "
+                f"json: cannot unmarshal {go_json_kind(value)} into Go struct field "
                 f"{struct}.{_path(parent, key)} of type string"
             )
         canonical = _canonical_time(value, micro)
@@ -473,7 +460,7 @@ def _map_decoder(typ: _Map) -> Decoder:
             elif isinstance(v, str):
                 out[k] = v
             else:
-                d.type_error(_json_kind(v), "string", struct, _path(parent, key))
+                d.type_error(go_json_kind(v), "string", struct, _path(parent, key))
         return out or None
 
     return decode
@@ -568,7 +555,7 @@ def _decode(obj: Any, schema: _Struct) -> dict[str, Any]:
     decoder = _Decoder()
     if not isinstance(obj, dict):
         raise DecodeError(
-            f"json: cannot unmarshal {_json_kind(obj)} into Go value of type {schema.go_type}"
+            f"json: cannot unmarshal {go_json_kind(obj)} into Go value of type {schema.go_type}"
         )
     result = _decoder(schema)(obj, decoder, "", "", "") or {}
     if decoder.saved is not None:

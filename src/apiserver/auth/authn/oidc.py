@@ -38,6 +38,7 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from apiserver.apimachinery.errors import go_quote
+from apiserver.apimachinery.strict import go_json_kind
 from apiserver.auth.authn.cel import CELError, Program
 from apiserver.auth.authn.common import CREDENTIAL_ID, TokenOutcome, go_string_list
 from apiserver.auth.authn.serviceaccount import unverified_issuer
@@ -110,21 +111,9 @@ def _claim_string(claims: Mapping[str, Any], name: str) -> str:
     value = claims[name]
     if not isinstance(value, str):
         raise _ClaimMissing(
-            f"json: cannot unmarshal {_json_kind(value)} into Go value of type string"
+            f"json: cannot unmarshal {go_json_kind(value)} into Go value of type string"
         )
     return value
-
-
-def _json_kind(value: Any) -> str:
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, int | float):
-        return "number"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
-    return "null" if value is None else "string"
 
 
 def _string_list(value: Any) -> list[str]:
@@ -374,7 +363,7 @@ class JWTAuthenticator:
             got = claims[claim]
             if not isinstance(got, str):
                 raise AuthenticationError(
-                    f"oidc: parse claim {claim}: json: cannot unmarshal {_json_kind(got)} into "
+                    f"oidc: parse claim {claim}: json: cannot unmarshal {go_json_kind(got)} into "
                     "Go value of type string"
                 )
             if got != wanted:
@@ -426,7 +415,7 @@ class JWTAuthenticator:
             if not isinstance(verified, bool):
                 raise AuthenticationError(
                     "oidc: parse 'email_verified' claim: json: cannot unmarshal "
-                    f"{_json_kind(verified)} into Go value of type bool"
+                    f"{go_json_kind(verified)} into Go value of type bool"
                 )
             if not verified:
                 raise AuthenticationError("oidc: email not verified")
@@ -446,7 +435,7 @@ class JWTAuthenticator:
                 else:
                     raise AuthenticationError(
                         f"oidc: parse groups claim {go_quote(mapping.claim)}: json: cannot "
-                        f"unmarshal {_json_kind(value)} into Go value of type string"
+                        f"unmarshal {go_json_kind(value)} into Go value of type string"
                     )
                 if mapping.prefix:
                     groups = [mapping.prefix + g for g in groups]
