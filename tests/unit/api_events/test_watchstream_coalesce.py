@@ -7,6 +7,7 @@ from typing import Any
 
 from twisted.internet.task import Clock
 
+from apiserver.api.events.encoding import EncodedEvents
 from apiserver.api.events.watchstream import WatchStream
 from apiserver.http.coalesce import WriteCoalescer
 
@@ -32,7 +33,7 @@ class Out:
     version = "v1"
 
 
-def make_stream(coalescer: WriteCoalescer | None, clock: Clock) -> tuple[WatchStream, FakeRequest]:
+def make_stream(coalescer: WriteCoalescer, clock: Clock) -> tuple[WatchStream, FakeRequest]:
     request = FakeRequest()
     stream = WatchStream(
         request,
@@ -48,6 +49,7 @@ def make_stream(coalescer: WriteCoalescer | None, clock: Clock) -> tuple[WatchSt
         include_object="",
         pretty=False,
         to_v1=lambda obj, **_: obj,
+        encoded=EncodedEvents(),
         coalescer=coalescer,
     )
     return stream, request
@@ -91,10 +93,3 @@ def test_a_failing_write_ends_the_stream_once() -> None:
     clock.advance(0)
     assert stream.ended
     assert request.finished
-
-
-def test_without_a_coalescer_writes_go_out_at_once() -> None:
-    clock = Clock()
-    stream, request = make_stream(None, clock)
-    stream._write_bytes(b"now\n")
-    assert request.writes == [b"now\n"]

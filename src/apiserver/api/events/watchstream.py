@@ -79,9 +79,9 @@ class WatchStream:
         include_object: str,
         pretty: bool,
         to_v1: Callable[..., Obj],
+        encoded: EncodedEvents,
+        coalescer: WriteCoalescer,
         lifecycle: Any = None,
-        encoded: EncodedEvents | None = None,
-        coalescer: WriteCoalescer | None = None,
     ) -> None:
         self.request = request
         self.registry = registry
@@ -96,7 +96,7 @@ class WatchStream:
         self.include_object = include_object
         self.to_v1 = to_v1
         self.lifecycle = lifecycle
-        self.encoded = encoded or EncodedEvents()
+        self.encoded = encoded
         self._plain_json = out.kind == "json"
         self.watch: Watch | None = None
         self.timer: IDelayedCall | None = None
@@ -200,9 +200,6 @@ class WatchStream:
 
     def _write_bytes(self, line: bytes) -> None:
         if self.ended:
-            return
-        if self.coalescer is None:
-            self._emit(line)
             return
         pending = self._pending
         if pending is None:
