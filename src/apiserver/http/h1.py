@@ -184,11 +184,10 @@ class H1Channel(Protocol):
 
     #: Seconds after an idle timeout before a connection that did not close is aborted.
     abortTimeout: float | None = 15
-    #: Limits of one request line and header block: kube-apiserver's ``MaxHeaderBytes``
-    #: (1 MiB) plus the 4 KiB Go's server reads beyond it; Go counts no headers, so the
-    #: count is only bounded by the size.
+    #: Limit of one request line and header block: kube-apiserver's ``MaxHeaderBytes``
+    #: (1 MiB) plus the 4 KiB Go's server reads beyond it. Go counts no headers, so neither
+    #: does this: their number is only bounded by the size.
     totalHeadersSize = (1 << 20) + 4096
-    maxHeaders = totalHeadersSize
     #: Pipelined bytes buffered behind a request being answered before reading pauses.
     eagerReadSize = 0x4000
 
@@ -372,7 +371,7 @@ class H1Channel(Protocol):
         self._headerCount += 1
         self._headerBytes += len(name) + len(value) + 2
         self._partial = 0
-        if self._headerCount > self.maxHeaders or self._headerBytes > self.totalHeadersSize:
+        if self._headerBytes > self.totalHeadersSize:
             raise _Unreadable(HEADERS_TOO_LARGE)
         canonical = names.get(name) or canonical_name(name)
         if value and (value[-1] in b" \t"):
