@@ -1,6 +1,6 @@
 """Helpers for fuzzing the daemon with schemathesis over the official events.k8s.io/v1 document.
 
-The official document (``/work/shared/reference/events-v1-openapi.json`` in the shared tree,
+The official document (``tests/reference/events-v1-openapi.json``, a copy of
 ``/openapi/v3/apis/events.k8s.io/v1`` of a real cluster) is the contract that generated clients
 are built from. It under-describes what kube-apiserver really answers, so the fuzz run works
 on an in-memory copy with these documented adjustments (the file itself is never changed):
@@ -38,8 +38,8 @@ from typing import Any
 from schemathesis import Case, CheckContext, Response
 from schemathesis.checks import not_a_server_error
 
-REFERENCE = Path("/work/shared/reference/events-v1-openapi.json")
-"""Where the shared tree keeps the official document (next to the repository)."""
+REFERENCE = Path(__file__).resolve().parents[1] / "reference" / "events-v1-openapi.json"
+"""The official document, kept in the repository (tests/reference/README.md says where from)."""
 
 SCHEMAS = "#/components/schemas/"
 META = "io.k8s.apimachinery.pkg.apis.meta.v1."
@@ -61,12 +61,7 @@ kube's panic recovery and ``apierrors.NewInternalError``), which the check still
 
 
 def reference_path() -> Path:
-    """The official document: the shared tree beside the checkout, wherever that is."""
-    here = Path(__file__).resolve()
-    for parent in here.parents:
-        candidate = parent / "shared" / "reference" / "events-v1-openapi.json"
-        if candidate.exists():
-            return candidate
+    """The official document kept in tests/reference/."""
     return REFERENCE
 
 

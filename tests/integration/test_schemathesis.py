@@ -51,14 +51,8 @@ from tests.integration.schemathesis_support import (  # noqa: E402
     load_reference,
     not_a_server_error_but_kube,
     prepare_document,
-    reference_path,
     seed_event,
 )
-
-if not reference_path().exists():
-    pytest.skip(
-        "the official OpenAPI document (shared/reference) is absent", allow_module_level=True
-    )
 
 GROUP = "/apis/events.k8s.io/v1"
 ITEM = GROUP + "/namespaces/{namespace}/events/{name}"
