@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import ipaddress
 import subprocess
 import sys
@@ -90,3 +91,31 @@ def test_annotations_describe_the_defaults_and_parsed_values() -> None:
 def test_the_version_attribute_stays_the_reported_version() -> None:
     assert ServerConfig({"version": "v1.2.3"}).version == "v1.2.3"
     assert ServerConfig({"version": "raw"}).values["version"] == "raw"
+
+
+def _flag_names_read_by(module_path: Path) -> set[object]:
+    """The flag names ``validate.py`` spells out: ``self.v["name"]``, ``"name" in
+    self.explicit`` and the first arguments of its rule helpers (``self.together(a, b)``)."""
+    helpers = {"not_negative": 1, "one_of": 1, "together": 2, "needs_gate": 1}
+    names: set[object] = set()
+    for node in ast.walk(ast.parse(module_path.read_text())):
+        if isinstance(node, ast.Subscript) and ast.unparse(node.value) == "self.v":
+            if isinstance(node.slice, ast.Constant):
+                names.add(node.slice.value)
+        elif isinstance(node, ast.Compare) and ast.unparse(node.comparators[0]) == "self.explicit":
+            if isinstance(node.left, ast.Constant):
+                names.add(node.left.value)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            count = helpers.get(node.func.attr, 0)
+            for arg in node.args[:count]:
+                if isinstance(arg, ast.Constant):
+                    names.add(arg.value)
+    return names
+
+
+def test_validation_reads_only_flags_of_the_table() -> None:
+    # The validator works on the value mapping by name (its messages print the names), so a
+    # misspelt name there is caught here rather than by mypy.
+    names = _flag_names_read_by(REPO / "src" / "apiserver" / "options" / "validate.py")
+    assert len(names) > 50
+    assert names - {flag.name for flag in FLAGS} == set()
