@@ -38,6 +38,7 @@ lint: install-test
 
 man: install
 	$(BIN)/python -m apiserver.options.manpage > man/apiserver.8
+	PYTHONPATH=src $(BIN)/python -m apiserver.options.fieldgen > src/apiserver/options/config_fields.py
 
 bench: install-test etcd
 	$(BIN)/python bench/run.py

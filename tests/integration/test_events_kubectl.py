@@ -4,11 +4,14 @@ of every type, server-side apply, delete and a watch."""
 from __future__ import annotations
 
 import json
+import queue
 import shutil
 import subprocess
+import threading
 import time
 import uuid
 from pathlib import Path
+from typing import IO
 
 import pytest
 import yaml
@@ -139,8 +142,41 @@ def test_server_side_apply(api_server: ApiServer, namespace: str, tmp_path: Path
     assert again.returncode == 0, again.stderr
 
 
+class LineReader:
+    """Lines of a child's stdout as they come (a thread reads; the test waits on a queue)."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self.lines: list[str] = []
+        self._queue: queue.Queue[str | None] = queue.Queue()
+        self._thread = threading.Thread(target=self._read, args=(stream,), daemon=True)
+        self._thread.start()
+
+    def _read(self, stream: IO[str]) -> None:
+        for line in stream:
+            self._queue.put(line.rstrip("\n"))
+        self._queue.put(None)
+
+    def wait_for(self, line: str, count: int = 1, timeout: float = 30.0) -> None:
+        """Until ``line`` has been printed ``count`` times; fails at EOF or after ``timeout``."""
+        deadline = time.monotonic() + timeout
+        while self.lines.count(line) < count:
+            try:
+                got = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                raise AssertionError(f"no {line!r} x{count} in {self.lines}") from None
+            if got is None:
+                raise AssertionError(f"EOF before {line!r} x{count} in {self.lines}")
+            self.lines.append(got)
+
+
 def test_delete_and_watch(api_server: ApiServer, namespace: str, tmp_path: Path) -> None:  # noqa: F811
     assert KUBECTL is not None
+    # An event that exists before the watch: kubectl prints it from its initial list, and then
+    # watches from that list's resourceVersion, so every change made after the line appears
+    # reaches the watch, however long the watch request takes to start.
+    before = tmp_path / "before.yaml"
+    before.write_text(event_manifest("w0", namespace))
+    assert kubectl(api_server, "create", "-f", str(before)).returncode == 0
     watcher = subprocess.Popen(
         [
             KUBECTL,
@@ -151,27 +187,28 @@ def test_delete_and_watch(api_server: ApiServer, namespace: str, tmp_path: Path)
             "-n",
             namespace,
             "-w",
-            "--request-timeout=20s",
+            "--request-timeout=60s",
             "-o",
             "name",
         ],
         stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
         text=True,
     )
     try:
-        time.sleep(1.5)
+        assert watcher.stdout is not None
+        output = LineReader(watcher.stdout)
+        output.wait_for("event.events.k8s.io/w0")
         manifest = tmp_path / "ev.yaml"
         manifest.write_text(event_manifest("w1", namespace))
         assert kubectl(api_server, "create", "-f", str(manifest)).returncode == 0
         deleted = kubectl(api_server, "delete", "ev", "w1", "-n", namespace)
         assert deleted.returncode == 0, deleted.stderr
         assert "deleted" in deleted.stdout
-        time.sleep(1.0)
+        output.wait_for("event.events.k8s.io/w1", count=2)  # ADDED, then DELETED
     finally:
         watcher.terminate()
-        stdout, _ = watcher.communicate(timeout=10)
-    assert "event.events.k8s.io/w1" in stdout
+        watcher.wait(timeout=10)
     gone = kubectl(api_server, "get", "ev", "w1", "-n", namespace)
     assert gone.returncode != 0
     assert "NotFound" in gone.stderr or "not found" in gone.stderr

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import pytest_twisted
 from twisted.internet import reactor
-from twisted.internet.defer import gatherResults
+from twisted.internet.defer import Deferred, gatherResults
 from twisted.internet.task import Clock
 
 from apiserver.storage.interface import (
@@ -259,13 +259,16 @@ async def test_stop_ends_threads_watches_and_requests(db: str) -> None:
 async def test_health_check_times_out_when_readers_are_stuck(db: str) -> None:
     store = SqliteStore(db, reactor=reactor, readers=1)
     await store.start()
+    release = threading.Event()  # the only reader is busy until the test releases it
     try:
-        blocker = store._read(lambda conn: time.sleep(0.5))
+        blocker = store._read(lambda conn: release.wait(30))
         await _raises(StorageTimeoutError, store.check_health(0.05))
-        await blocker
+        release.set()
+        assert await blocker is True  # released by the test, not by the 30 s safety bound
         await store.check_health(1.0)
         await store.check_ready(1.0)
     finally:
+        release.set()
         await store.stop()
 
 
@@ -305,7 +308,7 @@ async def test_watch_callbacks_may_write_and_cancel(opened: tuple[SqliteStore, C
     w = store.watch(b"/e/", 0, echo)
     await store.create(b"/e/ping", b"")
     await w.done
-    await sleep(0.1)
+    await _writer_flushed(store)  # the pong was committed and offered to the watchers
     assert [e.kv.key for e in seen] == [b"/e/ping"]
     assert (await store.get(b"/e/pong")).value == b""
 
@@ -322,7 +325,7 @@ async def test_ttl_sweeper_runs_on_the_clock(opened: tuple[SqliteStore, Clock]) 
     events: list[WatchEvent] = []
     store.watch(b"/ttl/", 0, events.append)
     clock.advance(4)
-    await sleep(0.1)
+    await _writer_flushed(store)  # a sweep started by the clock would have committed by now
     assert events == []
     clock.advance(1)
     await _eventually(lambda: len(events) == 1)
@@ -359,7 +362,7 @@ async def test_periodic_compaction_goes_to_the_revision_seen_one_interval_ago(db
             kv = await store.update(b"/c/k", b"%d" % i, kv.mod_revision)
         seen = kv.mod_revision
         clock.advance(60)  # remembers `seen`; nothing compacted yet
-        await sleep(0.05)
+        await _writer_flushed(store)
         await store.get(b"/c/k", revision=first.mod_revision)
         for i in range(5, 8):
             kv = await store.update(b"/c/k", b"%d" % i, kv.mod_revision)
@@ -494,6 +497,13 @@ async def test_every_acknowledged_write_survives_kill_9(db: str) -> None:
         assert kv.mod_revision > max(created.values())
     finally:
         await store.stop()
+
+
+def _writer_flushed(store: SqliteStore) -> Deferred[None]:
+    """Fires once everything queued on the writer before it has committed and its events were
+    offered to the watchers (``_batch_done`` dispatches before it acknowledges): the event a
+    test waits on to check that nothing (more) happened, instead of sleeping."""
+    return store._submit(lambda writer: None)
 
 
 async def _eventually(check: Any, timeout: float = 10.0) -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from twisted.logger import Logger
 
@@ -23,11 +23,14 @@ from apiserver.auth.filter import AnonymousPolicy, AuthFilter
 from apiserver.auth.interface import Authenticator
 from apiserver.http.app import AuthCheck
 
+if TYPE_CHECKING:
+    from apiserver.options.config import ServerConfig
+
 log = Logger()
 
 
 def _authenticator(
-    config: Any, reactor: Any, store: Any
+    config: ServerConfig, reactor: Any, store: Any
 ) -> tuple[Authenticator | None, AnonymousPolicy]:
     """``authn.build_authenticator`` when that package exists; else none and anonymous on."""
     if importlib.util.find_spec("apiserver.auth.authn") is None:
@@ -42,14 +45,14 @@ def _authenticator(
     return authenticator, anonymous
 
 
-def _api_audiences(config: Any) -> tuple[str, ...]:
-    audiences = tuple(getattr(config, "api_audiences", ()) or ())
+def _api_audiences(config: ServerConfig) -> tuple[str, ...]:
+    audiences = tuple(config.api_audiences or ())
     if not audiences:
-        audiences = tuple(getattr(config, "service_account_issuer", ()) or ())
+        audiences = tuple(config.service_account_issuer or ())
     return audiences
 
 
-def build_auth(config: Any, reactor: Any, store: Any) -> AuthCheck | None:
+def build_auth(config: ServerConfig, reactor: Any, store: Any) -> AuthCheck | None:
     """The configured filter chain.
 
     Raises ``ValueError`` naming the file for a bad ``--authorization-policy-file``,
@@ -64,15 +67,13 @@ def build_auth(config: Any, reactor: Any, store: Any) -> AuthCheck | None:
         authorizer,
         api_audiences=_api_audiences(config),
         request_header_names=(
-            *(getattr(config, "requestheader_username_headers", ()) or ()),
-            *(getattr(config, "requestheader_uid_headers", ()) or ()),
-            *(getattr(config, "requestheader_group_headers", ()) or ()),
+            *(config.requestheader_username_headers or ()),
+            *(config.requestheader_uid_headers or ()),
+            *(config.requestheader_group_headers or ()),
         ),
-        request_header_prefixes=tuple(
-            getattr(config, "requestheader_extra_headers_prefix", ()) or ()
-        ),
+        request_header_prefixes=tuple(config.requestheader_extra_headers_prefix or ()),
     )
-    path = getattr(config, "authorization_config", "")
+    path = config.authorization_config
     if path:
 
         def apply(chain: Any) -> None:

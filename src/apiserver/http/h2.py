@@ -515,7 +515,10 @@ class FastH2Connection(_http2.H2Connection):
         status = _STATUS.get(code) or b"%d" % code
         machine = self._responseMachine(streamID, status)
         if machine is not None:
-            encoded = self.conn.encoder.encodeResponse(status, headers._rawHeaders)
+            # conn.encoder is the _LiteralEncoder installed with the connection (above).
+            encoded = self.conn.encoder.encodeResponse(  # type: ignore[attr-defined]
+                status, headers._rawHeaders
+            )
             if encoded is not None:
                 machine.headers_sent = True
                 self._queueHeaders(streamID, encoded)

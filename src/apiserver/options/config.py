@@ -1,24 +1,26 @@
 """The parsed command line: a frozen ``ServerConfig`` with one attribute per flag.
 
 Attributes are the flag names with dashes turned into underscores (``config.secure_port``,
-``config.store_servers``, ``config.shutdown_delay_duration`` in float seconds). The flags the
-server already acts on have typed properties below so that mypy checks their users; every other
-flag is reached through ``__getattr__`` (typed ``Any``). ``values`` has every flag by its
+``config.store_servers``, ``config.shutdown_delay_duration`` in float seconds), each a typed
+property generated from the flag table into ``config_fields`` (``python -m
+apiserver.options.fieldgen``), so mypy checks every user and a misspelt name fails at once, as
+a field of kube-apiserver's Go options structs would. ``values`` has every flag by its
 canonical name, and ``is_set`` tells whether a flag was given on the command line, which some
 rules need (kube-apiserver's ``Changed``).
 """
 
 from __future__ import annotations
 
-import ipaddress
 import types
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, NoReturn, cast
+from typing import Any, NoReturn
 
+from apiserver.options.config_fields import ConfigFields
+from apiserver.options.flagtypes import IPNetwork
 from apiserver.options.table import BY_NAME, FLAGS, canonical_name
 from apiserver.version import DEFAULT_GIT_VERSION
 
-IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+__all__ = ["IPNetwork", "OptionsError", "ServerConfig", "ineffective_flags"]
 
 
 class OptionsError(Exception):
@@ -32,8 +34,12 @@ class OptionsError(Exception):
         return "\n".join(self.errors)
 
 
-class ServerConfig:
-    """Every flag's value (defaults filled in), which ones were given, and warnings to log."""
+class ServerConfig(ConfigFields):
+    """Every flag's value (defaults filled in), which ones were given, and warnings to log.
+
+    The typed attribute of each flag comes from ``ConfigFields`` (generated from the table); there
+    is no ``__getattr__``, so a misspelt name is a mypy error and an ``AttributeError``.
+    """
 
     __slots__ = ("_explicit", "_values", "_warnings")
 
@@ -90,15 +96,6 @@ class ServerConfig:
         """Whether the flag was given on the command line (``"secure-port"``; aliases work)."""
         return canonical_name(name) in self._explicit
 
-    def __getattr__(self, attr: str) -> Any:
-        if attr.startswith("_"):
-            raise AttributeError(attr)
-        name = attr.replace("_", "-")
-        try:
-            return self._values[name]
-        except KeyError:
-            raise AttributeError(f"ServerConfig has no flag {attr!r}") from None
-
     def __setattr__(self, attr: str, value: object) -> NoReturn:
         raise AttributeError("ServerConfig is frozen")
 
@@ -120,7 +117,7 @@ class ServerConfig:
         given = ", ".join(f"{n}={self._values[n]!r}" for n in sorted(self._explicit))
         return f"ServerConfig({given})"
 
-    # -- typed attributes of the flags the server acts on ---------------------------------------
+    # -- the one flag whose attribute is not its raw value --------------------------------------
 
     @property
     def version(self) -> str:
@@ -128,153 +125,8 @@ class ServerConfig:
 
         The raw flag value (``false``, ``true``, ``raw`` or ``vX.Y.Z``) is ``values["version"]``.
         """
-        raw = cast(str, self._values["version"])
+        raw: str = self._values["version"]
         return raw if raw.startswith("v") else DEFAULT_GIT_VERSION
-
-    @property
-    def help(self) -> bool:
-        return cast(bool, self._values["help"])
-
-    @property
-    def secure_port(self) -> int:
-        return cast(int, self._values["secure-port"])
-
-    @property
-    def bind_address(self) -> str:
-        return cast(str, self._values["bind-address"])
-
-    @property
-    def advertise_address(self) -> str:
-        return cast(str, self._values["advertise-address"])
-
-    @property
-    def cert_dir(self) -> str:
-        return cast(str, self._values["cert-dir"])
-
-    @property
-    def tls_cert_file(self) -> str:
-        return cast(str, self._values["tls-cert-file"])
-
-    @property
-    def tls_private_key_file(self) -> str:
-        return cast(str, self._values["tls-private-key-file"])
-
-    @property
-    def tls_sni_cert_key(self) -> tuple[str, ...]:
-        """Raw ``cert,key[:names]`` values; see ``flagtypes``' ``parse_named_cert_key``."""
-        return cast(tuple[str, ...], self._values["tls-sni-cert-key"])
-
-    @property
-    def tls_min_version(self) -> str:
-        return cast(str, self._values["tls-min-version"])
-
-    @property
-    def tls_cipher_suites(self) -> tuple[str, ...]:
-        return cast(tuple[str, ...], self._values["tls-cipher-suites"])
-
-    @property
-    def disable_http2_serving(self) -> bool:
-        return cast(bool, self._values["disable-http2-serving"])
-
-    @property
-    def http2_max_streams_per_connection(self) -> int:
-        return cast(int, self._values["http2-max-streams-per-connection"])
-
-    @property
-    def strict_transport_security_directives(self) -> tuple[str, ...]:
-        return cast(tuple[str, ...], self._values["strict-transport-security-directives"])
-
-    @property
-    def cors_allowed_origins(self) -> tuple[str, ...]:
-        return cast(tuple[str, ...], self._values["cors-allowed-origins"])
-
-    @property
-    def permit_address_sharing(self) -> bool:
-        return cast(bool, self._values["permit-address-sharing"])
-
-    @property
-    def permit_port_sharing(self) -> bool:
-        return cast(bool, self._values["permit-port-sharing"])
-
-    @property
-    def livez_grace_period(self) -> float:
-        return cast(float, self._values["livez-grace-period"])
-
-    @property
-    def shutdown_delay_duration(self) -> float:
-        return cast(float, self._values["shutdown-delay-duration"])
-
-    @property
-    def shutdown_send_retry_after(self) -> bool:
-        return cast(bool, self._values["shutdown-send-retry-after"])
-
-    @property
-    def shutdown_watch_termination_grace_period(self) -> float:
-        return cast(float, self._values["shutdown-watch-termination-grace-period"])
-
-    @property
-    def store_healthcheck_timeout(self) -> float:
-        return cast(float, self._values["store-healthcheck-timeout"])
-
-    @property
-    def store_readycheck_timeout(self) -> float:
-        return cast(float, self._values["store-readycheck-timeout"])
-
-    @property
-    def storage_initialization_timeout(self) -> float:
-        return cast(float, self._values["storage-initialization-timeout"])
-
-    @property
-    def request_timeout(self) -> float:
-        return cast(float, self._values["request-timeout"])
-
-    @property
-    def v(self) -> int:
-        return cast(int, self._values["v"])
-
-    @property
-    def log_flush_frequency(self) -> float:
-        return cast(float, self._values["log-flush-frequency"])
-
-    @property
-    def logging_format(self) -> str:
-        return cast(str, self._values["logging-format"])
-
-    @property
-    def data_dir(self) -> str:
-        return cast(str, self._values["data-dir"])
-
-    @property
-    def store_servers(self) -> tuple[str, ...]:
-        return cast(tuple[str, ...], self._values["store-servers"])
-
-    @property
-    def store_prefix(self) -> str:
-        return cast(str, self._values["store-prefix"])
-
-    @property
-    def storage_backend(self) -> str:
-        return cast(str, self._values["storage-backend"])
-
-    @property
-    def event_ttl(self) -> float:
-        return cast(float, self._values["event-ttl"])
-
-    @property
-    def profiling(self) -> bool:
-        return cast(bool, self._values["profiling"])
-
-    @property
-    def service_cluster_ip_range(self) -> tuple[IPNetwork, ...]:
-        return cast(tuple[IPNetwork, ...], self._values["service-cluster-ip-range"])
-
-    @property
-    def service_node_port_range(self) -> tuple[int, int]:
-        return cast(tuple[int, int], self._values["service-node-port-range"])
-
-    @property
-    def feature_gates(self) -> dict[str, bool]:
-        return cast(dict[str, bool], self._values["feature-gates"])
 
 
 def ineffective_flags(config: ServerConfig) -> list[str]:

@@ -55,7 +55,7 @@ def listen_interfaces(bind_address: str) -> list[str]:
 class ListenerService(Service):
     """Listens when started; ``stop_listening`` closes the port but keeps connections."""
 
-    name = "listener"  # type: ignore[assignment]
+    name = "listener"
 
     def __init__(
         self,

@@ -23,7 +23,7 @@ log = Logger()
 class StoreService(Service):
     """Owns one :class:`Store`; ``ready`` fires once it has started."""
 
-    name = "store"  # type: ignore[assignment]
+    name = "store"
 
     def __init__(
         self,

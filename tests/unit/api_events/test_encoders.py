@@ -67,7 +67,9 @@ def same(a: Any, b: Any) -> None:
 
 
 # Copied on every draw: a drawn {} or [] is written into objects, never shared between them.
-EMPTIES = st.sampled_from(["", 0, None, {}, [], False]).map(copy.deepcopy)
+EMPTIES: st.SearchStrategy[object] = st.sampled_from(["", 0, None, {}, [], False]).map(
+    copy.deepcopy
+)
 
 
 @st.composite

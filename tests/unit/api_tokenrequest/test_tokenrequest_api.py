@@ -128,7 +128,7 @@ class Api:
         d.addCallback(lambda r: r.content().addCallback(lambda b: (r.code, r.headers, b)))
         d.addBoth(results.append)
         assert results, "the request did not complete synchronously"
-        return result_of(results[0])  # type: ignore[no-any-return]
+        return result_of(results[0])
 
     def token(self, body: dict[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
         """POST ``body``; the response object and the token's claims."""
@@ -140,7 +140,7 @@ class Api:
 
 def claims_of(token: str) -> dict[str, Any]:
     payload = token.split(".")[1]
-    return json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))  # type: ignore[no-any-return]
+    return json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
 
 
 def warnings_of(headers: Headers) -> list[str]:

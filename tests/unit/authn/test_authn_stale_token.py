@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from authn_helpers import NOW, FakeStore, result_of, rsa_key
 from twisted.internet.task import Clock
-from twisted.logger import Logger
+from twisted.logger import ILogObserver, Logger
 
 from apiserver.auth.authn import serviceaccount
 from apiserver.auth.authn.serviceaccount import (
@@ -40,7 +40,7 @@ def setup() -> tuple[ServiceAccountAuthenticator, FakeStore, TokenSigner, Clock]
 @pytest.fixture
 def logged(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
     events: list[dict[str, Any]] = []
-    monkeypatch.setattr(serviceaccount, "log", Logger(observer=events.append))
+    monkeypatch.setattr(serviceaccount, "log", Logger(observer=cast(ILogObserver, events.append)))
     return events
 
 

@@ -143,7 +143,7 @@ class WebhookTests(SynchronousTestCase):
         )
 
     def test_cache_ttls(self) -> None:
-        answers = {"allowed": True}
+        answers: dict[str, Any] = {"allowed": True}
         authorizer, hook, clock, _ = self.make(
             lambda r: (200, status(**answers)), authorized_ttl=300, unauthorized_ttl=30
         )

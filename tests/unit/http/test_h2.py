@@ -132,7 +132,8 @@ class RoutesH2Request(H2Request):
     twistedRequestFactory = server.Request
 
     def process(self) -> None:
-        routes: Any = self._conn.site.resource
+        site: Any = self._conn.site  # Twisted types H2Connection.site as None
+        routes: Any = site.resource
         body = routes.render(self)
         if body is server.NOT_DONE_YET:
             return
@@ -205,7 +206,8 @@ class Peer:
         self.clock = Clock()
         self.routes = Routes()
         self.site = QuietSite(self.routes)
-        self.server = connection(reactor=self.clock)
+        server: Any = connection(reactor=self.clock)  # Twisted types site and factory as None
+        self.server = server
         self.server.requestFactory = RoutesH2Request if self.lean else self.site.requestFactory
         self.server.site = self.site
         self.server.factory = self.site
@@ -292,7 +294,7 @@ class Peer:
 def turn(clock: Clock) -> None:
     """One reactor iteration: the calls due now, not those they schedule (unlike
     ``Clock.advance``, which runs those too)."""
-    due = [c for c in clock.getDelayedCalls() if c.getTime() <= clock.seconds()]
+    due: list[Any] = [c for c in clock.getDelayedCalls() if c.getTime() <= clock.seconds()]
     for call in due:
         clock.calls.remove(call)
         call.called = True

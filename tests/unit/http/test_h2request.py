@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, cast
 
 import h2.config
 import h2.connection
@@ -108,7 +108,7 @@ class Server:
         self.clock = MemoryReactorClock()
         self.pending = Pending()
         self.site = make_site(self.pending, lifecycle)
-        conn = FastH2Connection(reactor=self.clock)
+        conn: Any = FastH2Connection(reactor=self.clock)  # Twisted types site as None
         conn.requestFactory = ApiH2Request if lean else ApiRequest
         conn.fastReceive = lean
         conn.site = self.site
@@ -792,7 +792,7 @@ def test_a_timeout_after_the_answer_began_resets_only_that_stream(lean: bool) ->
     client.send_headers(1, request_headers(b"GET", b"/began", b"x"), end_stream=True)
     events = client.receive_data(server.feed(client.data_to_send()))
     assert any(isinstance(e, h2.events.DataReceived) and e.data == b"partial" for e in events)
-    app.clock.advance(5)
+    cast(MemoryReactorClock, app.clock).advance(5)
     events = client.receive_data(server.feed(b""))
     (reset,) = [e for e in events if isinstance(e, h2.events.StreamReset)]
     code = h2.errors.ErrorCodes.INTERNAL_ERROR if lean else h2.errors.ErrorCodes.NO_ERROR

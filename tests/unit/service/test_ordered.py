@@ -32,12 +32,12 @@ def test_start_in_order_stop_in_reverse_sequentially() -> None:
     assert log == ["start a", "start b", "start c"]
     done = root.stopService()
     assert log[3:] == ["stop c"]  # b waits until c has stopped
-    c.stopping.callback(None)  # type: ignore[union-attr]
+    c.stopping.callback(None)  # type: ignore[attr-defined]
     assert log[3:] == ["stop c", "stop b"]
-    b.stopping.callback(None)  # type: ignore[union-attr]
+    b.stopping.callback(None)  # type: ignore[attr-defined]
     assert log[3:] == ["stop c", "stop b", "stop a"]
     assert not done.called
-    a.stopping.callback(None)  # type: ignore[union-attr]
+    a.stopping.callback(None)  # type: ignore[attr-defined]
     assert done.called
     assert root.child_named("b") is b
 
@@ -49,7 +49,7 @@ def test_failed_stop_does_not_block_the_rest() -> None:
     b = root.add(Recorded("b", log))
     root.startService()
     done = root.stopService()
-    b.stopping.errback(RuntimeError("boom"))  # type: ignore[union-attr]
-    a.stopping.callback(None)  # type: ignore[union-attr]
+    b.stopping.errback(RuntimeError("boom"))  # type: ignore[attr-defined]
+    a.stopping.callback(None)  # type: ignore[attr-defined]
     assert done.called
     assert log[-2:] == ["stop b", "stop a"]

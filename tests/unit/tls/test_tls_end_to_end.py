@@ -79,7 +79,7 @@ class Server:
         if site is None:
             site = Site(WhoAmI())
             site.displayTracebacks = False
-        tls_factory: Any = TLSMemoryBIOFactory(factory, False, site)  # type: ignore[arg-type]
+        tls_factory: Any = TLSMemoryBIOFactory(factory, False, site)
         self.port: Any = the_reactor.listenTCP(0, tls_factory, interface="127.0.0.1")
         self.number: int = self.port.getHost().port
         self.url = f"https://127.0.0.1:{self.number}/"

@@ -18,7 +18,7 @@ hold the signing key's public half, as with kube-apiserver.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
@@ -34,18 +34,23 @@ from apiserver.auth.authn import api_audiences
 from apiserver.auth.authn.serviceaccount import TokenSigner, load_private_key
 from apiserver.options.validate import feature_enabled
 
+if TYPE_CHECKING:
+    from apiserver.options.config import ServerConfig
+
 log = Logger()
 
 __all__ = ["ExpirationPolicy", "TokenREST", "TokenRequestAPI", "install_token_request"]
 
 
-def token_request_served(config: Any) -> bool:
+def token_request_served(config: ServerConfig) -> bool:
     """Whether the configuration gives a token generator (signing key and first issuer)."""
     issuers = tuple(config.service_account_issuer or ())
     return bool(config.service_account_signing_key_file) and bool(issuers) and bool(issuers[0])
 
 
-def install_token_request(router: Any, config: Any, store: Any, clock: IReactorTime) -> bool:
+def install_token_request(
+    router: Any, config: ServerConfig, store: Any, clock: IReactorTime
+) -> bool:
     """Mount the API on ``router`` when :func:`token_request_served`; True if mounted.
 
     The signing key is read here; a bad one raises the ``ConfigError`` (a ValueError) naming
@@ -69,7 +74,7 @@ def install_token_request(router: Any, config: Any, store: Any, clock: IReactorT
     rest = TokenREST(
         TokenSigner(key, issuer),
         store,
-        str(getattr(config, "store_prefix", "/registry") or "/registry"),
+        str(config.store_prefix or "/registry"),
         clock,
         api_audiences(config),
         policy,

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from twisted.internet.interfaces import IReactorTime
 from twisted.internet.task import LoopingCall
@@ -85,6 +85,9 @@ from apiserver.auth.authn.x509 import ChainVerifier, X509Authenticator
 from apiserver.auth.interface import Authenticator
 from apiserver.auth.kubeconfig import KubeconfigError, KubeconfigTarget, load_kubeconfig
 
+if TYPE_CHECKING:
+    from apiserver.options.config import ServerConfig
+
 log = Logger()
 
 TOKEN_SUCCESS_TTL = 10.0
@@ -98,17 +101,17 @@ ALWAYS_ALLOW_LOG = (
 __all__ = ["ConfigError", "build_authenticator", "install_authn_routes"]
 
 
-def api_audiences(config: Any) -> tuple[str, ...]:
+def api_audiences(config: ServerConfig) -> tuple[str, ...]:
     """``--api-audiences``, defaulting to the service-account issuers."""
     audiences = tuple(config.api_audiences or ())
     return audiences or tuple(config.service_account_issuer or ())
 
 
-def _store_prefix(config: Any) -> str:
-    return str(getattr(config, "store_prefix", "/registry") or "/registry")
+def _store_prefix(config: ServerConfig) -> str:
+    return str(config.store_prefix or "/registry")
 
 
-def service_account_keys(config: Any) -> list[PublicKey]:
+def service_account_keys(config: ServerConfig) -> list[PublicKey]:
     """The verification keys: ``--service-account-key-file``, else ``--tls-private-key-file``
     when it holds a usable key and no signing key file is given (kube-apiserver's default)."""
     files = tuple(config.service_account_key_file or ())
@@ -125,7 +128,7 @@ def service_account_keys(config: Any) -> list[PublicKey]:
 
 
 def _anonymous(
-    config: Any, file_config: AuthenticationConfig | None
+    config: ServerConfig, file_config: AuthenticationConfig | None
 ) -> tuple[bool, frozenset[str] | None]:
     if file_config is not None and file_config.anonymous is not None:
         anonymous = file_config.anonymous
@@ -223,7 +226,11 @@ def _http_client(config: JWTConfig, reactor: Any) -> Any:
 
 
 def _token_authenticators(
-    config: Any, reactor: Any, store: Any, file_config: AuthenticationConfig | None, data: bytes
+    config: ServerConfig,
+    reactor: Any,
+    store: Any,
+    file_config: AuthenticationConfig | None,
+    data: bytes,
 ) -> list[TokenAuthenticator]:
     audiences = api_audiences(config)
     clock: IReactorTime = reactor
@@ -298,7 +305,9 @@ def _token_authenticators(
     return tokens
 
 
-def build_authenticator(config: Any, reactor: Any, store: Any) -> tuple[Authenticator, bool]:
+def build_authenticator(
+    config: ServerConfig, reactor: Any, store: Any
+) -> tuple[Authenticator, bool]:
     """The configured authenticator and whether anonymous requests are allowed (see module
     docstring). Raises ConfigError (a ValueError) for unusable flags or files."""
     audiences = api_audiences(config)
@@ -361,7 +370,7 @@ def build_authenticator(config: Any, reactor: Any, store: Any) -> tuple[Authenti
     return authenticator, anonymous_allowed
 
 
-def install_authn_routes(router: Any, config: Any) -> None:
+def install_authn_routes(router: Any, config: ServerConfig) -> None:
     """Register ``/.well-known/openid-configuration`` and ``/openid/v1/jwks`` when a
     service-account issuer is configured and the documents can be built; otherwise log why
     (kube-apiserver serves on without them)."""
@@ -369,7 +378,7 @@ def install_authn_routes(router: Any, config: Any) -> None:
     if not issuers:
         return
     keys = service_account_keys(config)
-    port = int(getattr(config, "secure_port", 6443) or 6443)
+    port = int(config.secure_port or 6443)
     host_port = join_host_port(external_host(config), port)
     try:
         config_body, jwks_body = build_documents(

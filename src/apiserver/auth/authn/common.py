@@ -83,7 +83,7 @@ def _with_audiences(result: AuthResult | None, auds: tuple[str, ...]) -> AuthRes
     return AuthResult(result.user, auds)
 
 
-def as_auth_error(error: BaseException) -> AuthenticationError:
+def as_auth_error(error: BaseException | None) -> AuthenticationError:
     """Any failure of an authenticator counts as invalid credentials (Go returns it as err)."""
     if isinstance(error, AuthenticationError):
         return error

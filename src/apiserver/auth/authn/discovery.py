@@ -21,13 +21,16 @@ from __future__ import annotations
 import ipaddress
 import socket
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import orjson
 
 from apiserver.auth.authn.serviceaccount import PublicKey, jwk, key_id, signing_alg
 from apiserver.http.response import Response
+
+if TYPE_CHECKING:
+    from apiserver.options.config import ServerConfig
 
 OPENID_CONFIG_PATH = "/.well-known/openid-configuration"
 JWKS_PATH = "/openid/v1/jwks"
@@ -48,16 +51,16 @@ def join_host_port(host: str, port: int) -> str:
     return f"{host}:{port}"
 
 
-def external_host(config: Any) -> str:
+def external_host(config: ServerConfig) -> str:
     """``--external-hostname``, else the advertise address, else the bind address when it is
     specific, else the host name (kube-apiserver's ``ExternalHost`` default)."""
     for candidate in (
-        getattr(config, "external_hostname", "") or "",
-        str(getattr(config, "advertise_address", "") or ""),
+        config.external_hostname or "",
+        str(config.advertise_address or ""),
     ):
         if candidate:
             return candidate
-    bind = str(getattr(config, "bind_address", "") or "")
+    bind = str(config.bind_address or "")
     if bind and bind not in ("0.0.0.0", "::"):
         return bind
     return socket.gethostname()

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import attrs
@@ -36,6 +36,9 @@ from apiserver.auth.authn.cel import CELSyntaxError, Program, compile_expression
 from apiserver.auth.authn.common import ConfigError, read_file
 from apiserver.auth.authn.oidc import ALL_SIGNING_ALGS, ClaimMapping, JWTConfig, ValidationRule
 from apiserver.auth.kubeconfig import load_pem_certificates
+
+if TYPE_CHECKING:
+    from apiserver.options.config import ServerConfig
 
 GROUP = "apiserver.config.k8s.io"
 VERSIONS = ("v1", "v1beta1", "v1alpha1")
@@ -541,12 +544,12 @@ OIDC_FLAGS = (
 )
 
 
-def oidc_flags_set(config: Any) -> bool:
+def oidc_flags_set(config: ServerConfig) -> bool:
     """Whether any ``--oidc-*`` flag was given (``areFlagsConfigured``)."""
     return any(config.is_set(name) for name in OIDC_FLAGS)
 
 
-def jwt_from_flags(config: Any) -> JWTConfig | None:
+def jwt_from_flags(config: ServerConfig) -> JWTConfig | None:
     """The ``--oidc-*`` flags as one JWT authenticator (``ToAuthenticationConfig``)."""
     issuer = config.oidc_issuer_url
     client_id = config.oidc_client_id

@@ -33,7 +33,7 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import yaml
@@ -59,6 +59,9 @@ from apiserver.auth.authz.webhook import SARTransport, TreqTransport, WebhookAut
 from apiserver.auth.interface import DENY, NO_OPINION, Authorizer
 from apiserver.auth.kubeconfig import load_kubeconfig
 from apiserver.options.flagtypes import format_go_duration, parse_go_duration
+
+if TYPE_CHECKING:
+    from apiserver.options.config import ServerConfig
 
 log = Logger()
 
@@ -108,7 +111,7 @@ def default_transport(kubeconfig: str, reactor: Any) -> SARTransport:
 # --- from the flags ----------------------------------------------------------------------------
 
 
-def specs_from_flags(config: Any) -> list[AuthorizerSpec]:
+def specs_from_flags(config: ServerConfig) -> list[AuthorizerSpec]:
     """``--authorization-mode`` (default AlwaysAllow) as a list of entries."""
     modes = list(config.authorization_mode or ()) or ["AlwaysAllow"]
     specs: list[AuthorizerSpec] = []
@@ -413,7 +416,7 @@ def load_authorization_config(path: str) -> list[AuthorizerSpec]:
 
 
 def _build_one(
-    spec: AuthorizerSpec, config: Any, reactor: Any, transport: TransportFactory
+    spec: AuthorizerSpec, config: ServerConfig, reactor: Any, transport: TransportFactory
 ) -> Authorizer:
     if spec.type == "AlwaysAllow":
         return AlwaysAllow()
@@ -446,7 +449,7 @@ def _build_one(
 
 def build_chain(
     specs: Sequence[AuthorizerSpec],
-    config: Any,
+    config: ServerConfig,
     reactor: Any,
     transport: TransportFactory = default_transport,
 ) -> Authorizer | None:
@@ -463,10 +466,10 @@ def build_chain(
 
 
 def build_authorizer(
-    config: Any, reactor: Any, transport: TransportFactory = default_transport
+    config: ServerConfig, reactor: Any, transport: TransportFactory = default_transport
 ) -> Authorizer | None:
     """The chain the command line asks for (see the module docstring)."""
-    path = getattr(config, "authorization_config", "")
+    path = config.authorization_config
     specs = load_authorization_config(path) if path else specs_from_flags(config)
     return build_chain(specs, config, reactor, transport)
 
@@ -481,7 +484,7 @@ class ConfigReloader:
     def __init__(
         self,
         path: str,
-        config: Any,
+        config: ServerConfig,
         reactor: Any,
         apply: Callable[[Authorizer | None], None],
         transport: TransportFactory = default_transport,
