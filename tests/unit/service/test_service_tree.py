@@ -22,7 +22,9 @@ from twisted.web import http
 from apiserver.healthz import render_endpoint
 from apiserver.options import ServerConfig
 from apiserver.server import Server
+from apiserver.service.serving import ServingCertService
 from apiserver.storage.interface import KeyNotFoundError, KeyValue, RangeResult, WatchEvent
+from apiserver.tls.selfsigned import ensure_self_signed
 
 ORDER = [
     "log-flush",
@@ -255,3 +257,30 @@ def record(child: Any, events: list[str]) -> None:
 
     child.startService = recorded_start
     child.stopService = recorded_stop
+
+
+def test_given_serving_certificates_are_read_while_building(tmp_path: Path) -> None:
+    """With --tls-cert-file/--tls-private-key-file a bad file stops start-up when the server
+    is built (as option validation does); nothing is generated at start."""
+    cert, key = ensure_self_signed(str(tmp_path / "given"), "127.0.0.1", "127.0.0.1")
+    before = files_under(tmp_path)
+    config = ServerConfig.defaults().evolve(
+        cert_dir=str(tmp_path / "certs"), tls_cert_file=cert, tls_private_key_file=key
+    )
+    serving = ServingCertService(config)
+    assert serving.context() is not None  # ready before start
+    serving.privilegedStartService()
+    serving.startService()
+    assert files_under(tmp_path) == before  # no self-signed pair in --cert-dir
+    with pytest.raises(OSError):
+        ServingCertService(config.evolve(tls_cert_file=str(tmp_path / "missing.crt")))
+
+
+def test_self_signed_context_exists_only_once_started(tmp_path: Path) -> None:
+    serving = ServingCertService(ServerConfig.defaults().evolve(cert_dir=str(tmp_path)))
+    with pytest.raises(RuntimeError):
+        serving.context()
+    assert files_under(tmp_path) == []
+    serving.startService()
+    assert serving.context() is not None
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["apiserver.crt", "apiserver.key"]
