@@ -151,8 +151,9 @@ def make_store(config: ServerConfig, reactor: Any) -> tuple[Store, str]:
 def watch_cache_enabled(config: ServerConfig, resource: str = "events") -> bool:
     """``--watch-cache`` (default on) unless ``--watch-cache-sizes`` gives the resource size 0.
 
-    kube-apiserver turns the cache off for events; we keep it on (one store watch fanned out
-    to every client watch) with bounded memory, see DESIGN.md.
+    kube-apiserver turns the cache off for events (``DefaultWatchCacheSizes`` in
+    k8s.io/kubernetes/pkg/kubeapiserver/default_storage_factory_builder.go); we keep it on
+    (one store watch fanned out to every client watch) with bounded memory.
     """
     if not config.watch_cache:
         return False

@@ -1,7 +1,7 @@
 """The graceful-shutdown state machine of kube-apiserver, on an injected clock.
 
 Follows k8s.io/apiserver/pkg/server/{genericapiserver.go,lifecycle_signals.go} and the filters
-with_retry_after.go, waitgroup.go and watch_termination.go (spec/health-lifecycle.md §3):
+with_retry_after.go, waitgroup.go and watch_termination.go:
 
 1. ShutdownInitiated (first SIGTERM/SIGINT): the readyz ``shutdown`` check fails; serving
    goes on normally.
