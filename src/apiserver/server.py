@@ -1,21 +1,48 @@
 """Assembles the server from a validated :class:`~apiserver.options.ServerConfig`.
 
-The service tree (DESIGN.md "Shape"): store, then the listener; the post-start hooks run once
-the listener is up; the lifecycle owns the shutdown sequence. Start order is tree order and
-stop order its reverse, one child after another.
+Building has no side effects: no file is written, no global replaced, no call scheduled, no
+thread started. Everything that does one of those is a child of :attr:`Server.root`, an
+:class:`~apiserver.service.ordered.OrderedService` whose children start in this order and
+stop in reverse, one after another (kube-apiserver's ``preparedGenericAPIServer.Run``,
+k8s.io/apiserver/pkg/server/genericapiserver.go, starts storage, then serving, then the
+post-start hooks, and tears down in the opposite order):
 
-Health checks registered, in kube-apiserver's order (spec/health-lifecycle.md §2): ``ping``,
-``log``, the store check (``etcd`` for the etcd backend, ``sqlite`` for the embedded one) on
-all three endpoints, its readiness twin (``etcd-readiness`` / ``sqlite-readiness``) on readyz
-only, ``poststarthook/<name>`` for each real start-up hook, and ``shutdown`` last on readyz.
+``log-flush``
+    ``-v`` and the ``--log-flush-frequency`` loop (:mod:`apiserver.logs`).
+``healthz``
+    the ``log`` check's flush loop.
+``store``
+    the backend, with the timers it runs itself (TTL sweeper, compaction).
+``watch-cache``
+    the :class:`~apiserver.storage.cacher.Cacher` (unless ``--watch-cache=false``).
+``auth-reload``
+    ``--authorization-config`` and ``--authentication-config`` reloaders, OIDC key loaders.
+``storage-metrics``
+    the object-count and database-size pollers, once storage is ready.
+``http2``
+    the process-wide HTTP/2 connection class (unless ``--disable-http2-serving``).
+``serving-certs``
+    the self-signed pair in ``--cert-dir`` when no certificate is given, and the TLS context.
+``listener``
+    the TLS port.
+``post-start-hooks``
+    the hooks, and their timers.
+``lifecycle``
+    the graceful-shutdown sequence and its ``--shutdown-delay-duration`` timer.
+
+Signal handlers are process state too: :mod:`apiserver.tap` installs them
+(:func:`apiserver.service.signals.install_signal_handlers`) once the reactor runs.
+
+Health checks registered, in kube-apiserver's order: ``ping``, ``log``, the store check
+(``etcd`` for the etcd backend, ``sqlite`` for the embedded one) on all three endpoints, its
+readiness twin (``etcd-readiness`` / ``sqlite-readiness``) on readyz only,
+``poststarthook/<name>`` for each real start-up hook, and ``shutdown`` last on readyz.
 """
 
 from __future__ import annotations
 
 import os
 import re
-import signal
-import socket
 from typing import Any
 
 from twisted.internet.defer import Deferred
@@ -27,6 +54,7 @@ from apiserver.api.events.rest import BASE, GR, EventsAPI
 from apiserver.api.tokenrequest import install_token_request
 from apiserver.auth import build_auth
 from apiserver.auth.authn import install_authn_routes
+from apiserver.auth.filter import AuthFilter
 from apiserver.discovery import install_discovery, runtime_config_enables_events
 from apiserver.healthz import (
     HealthRegistry,
@@ -44,19 +72,22 @@ from apiserver.http.h2 import configure_http2
 from apiserver.http.info_routes import index_handler, version_handler
 from apiserver.http.response import Response
 from apiserver.http.site import ApiSite
+from apiserver.logs import LogFlushService
 from apiserver.metrics import Metrics, StorageMetricsPoller, file_size
 from apiserver.openapi import install_openapi
 from apiserver.options import ServerConfig, ineffective_flags
 from apiserver.registry.store import Registry
-from apiserver.service.lifecycle import Lifecycle
+from apiserver.service.health import HealthService
+from apiserver.service.http2 import Http2Service
+from apiserver.service.lifecycle import Lifecycle, LifecycleService
 from apiserver.service.listener import ListenerService
 from apiserver.service.ordered import OrderedService
-from apiserver.service.store import StoreService
+from apiserver.service.parts import PartsService
+from apiserver.service.poststart import PostStartService
+from apiserver.service.serving import ServingCertService, default_host
+from apiserver.service.store import CacherService, StoreService
 from apiserver.storage.cacher import Cacher
 from apiserver.storage.interface import Store
-from apiserver.tls.context import build_server_context
-from apiserver.tls.selfsigned import ensure_self_signed
-from apiserver.tls.sni import parse_sni_cert_key
 from apiserver.version import version_info
 
 log = Logger()
@@ -110,7 +141,7 @@ def make_store(config: ServerConfig, reactor: Any) -> tuple[Store, str]:
         return store, "etcd"
     from apiserver.storage.sqlite import SqliteStore
 
-    os.makedirs(config.data_dir, exist_ok=True)
+    # --data-dir is created when the store service starts (StoreService ``prepare``).
     path = os.path.join(config.data_dir, "store.db")
     return SqliteStore(
         path, reactor, compaction_interval=config.store_compaction_interval
@@ -120,8 +151,9 @@ def make_store(config: ServerConfig, reactor: Any) -> tuple[Store, str]:
 def watch_cache_enabled(config: ServerConfig, resource: str = "events") -> bool:
     """``--watch-cache`` (default on) unless ``--watch-cache-sizes`` gives the resource size 0.
 
-    kube-apiserver turns the cache off for events; we keep it on (one store watch fanned out
-    to every client watch) with bounded memory, see DESIGN.md.
+    kube-apiserver turns the cache off for events (``DefaultWatchCacheSizes`` in
+    k8s.io/kubernetes/pkg/kubeapiserver/default_storage_factory_builder.go); we keep it on
+    (one store watch fanned out to every client watch) with bounded memory.
     """
     if not config.watch_cache:
         return False
@@ -140,30 +172,44 @@ def make_cacher(config: ServerConfig, store: Store, clock: IReactorTime) -> Cach
 
 
 class Server:
-    """Every part of a running server, built but not started."""
+    """Every part of a running server, built but not started (see the module docstring)."""
 
     def __init__(self, config: ServerConfig, reactor: Any, store: Store | None = None) -> None:
         self.config = config
         self.reactor = reactor
         clock: IReactorTime = reactor
         self.root = OrderedService()
+        self.root.add(LogFlushService(clock, int(config.v or 0), config.log_flush_frequency))
 
+        prepare = None
         if store is None:
             store, backend = make_store(config, reactor)
+            if backend == "sqlite":
+                data_dir = config.data_dir
+
+                def prepare() -> None:
+                    os.makedirs(data_dir, exist_ok=True)
+
         else:
             backend = "etcd" if type(store).__name__.startswith("Etcd") else "sqlite"
         self.cacher = make_cacher(config, store, clock)
-        self.store_service = StoreService(store, clock, cacher=self.cacher)
-        self.root.add(self.store_service)
+        self.store_service = StoreService(store, clock, prepare=prepare)
+        self.cacher_service = (
+            CacherService(self.cacher, self.store_service) if self.cacher is not None else None
+        )
 
         # Health checks.
         self.health = HealthRegistry(clock, config.livez_grace_period)
         self.health.add(ping_check())
         self.log_check = LogCheck(clock)
         self.health.add(self.log_check)
+        self.root.add(HealthService(self.log_check))
+        self.root.add(self.store_service)
+        if self.cacher_service is not None:
+            self.root.add(self.cacher_service)
         self.store_check = StoreCheck(
             backend,
-            self.store_service.check(ready=False),
+            self.store_service.check(ready=False, serving=self._storage_serving),
             config.store_healthcheck_timeout,
             clock,
             backend=backend,
@@ -171,13 +217,14 @@ class Server:
         self.health.add(self.store_check)
         self.store_ready_check = StoreCheck(
             f"{backend}-readiness",
-            self.store_service.check(ready=True),
+            self.store_service.check(ready=True, serving=self._storage_serving),
             config.store_readycheck_timeout,
             clock,
             backend=backend,
         )
         self.health.add(self.store_ready_check, healthz=False, livez=False)
         self.hooks = PostStartHooks(clock, on_fatal=self._hook_failed)
+        self.post_start = PostStartService(self.hooks, clock, announce=self._announce)
         self._add_hook("storage-readiness", self._storage_readiness)
         self.shutdown_check = ShutdownCheck()
         self.health.add_last_readyz(self.shutdown_check)
@@ -207,6 +254,10 @@ class Server:
         self.app.auth = build_auth(config, reactor, self.store)
         self.metrics = Metrics(disabled=config.disabled_metrics or ())
         self.app.metrics = self.metrics
+        auth = self.app.auth
+        self.root.add(
+            PartsService("auth-reload", auth.background if isinstance(auth, AuthFilter) else ())
+        )
         self.router.add("/metrics", self.metrics.handler(profiling=bool(config.profiling)))
         self.storage_metrics = StorageMetricsPoller(
             self.metrics,
@@ -217,18 +268,25 @@ class Server:
             count_period=config.store_count_metric_poll_period,
             db_period=config.store_db_metric_poll_interval,
         )
+        self.root.add(
+            PartsService("storage-metrics", [self.storage_metrics], after=self.wait_storage_ready)
+        )
         if not config.disable_http2_serving:
-            configure_http2(config.http2_max_streams_per_connection)
-        self.site = ApiSite(self.app, log_requests=policy.log_requests)
+            self.root.add(Http2Service(config.http2_max_streams_per_connection, configure_http2))
+        self.serving = ServingCertService(config)
+        self.root.add(self.serving)
+        self.site = ApiSite(self.app, log_requests=policy.log_requests, reactor=reactor)
         self.listener = ListenerService(
             self.site,
-            self._context_factory(),
+            self.serving.context,
             config.secure_port,
             config.bind_address,
             reuse_port=config.permit_port_sharing,
             reactor=reactor,
         )
         self.root.add(self.listener)
+        self.root.add(self.post_start)
+        self.root.add(LifecycleService(self.lifecycle))
         self._install_api()
 
     # --- construction helpers ----------------------------------------------------------
@@ -237,22 +295,32 @@ class Server:
         check = self.hooks.add(name, hook)
         self.health.add(check, boot_sequence=True)
 
+    def wait_storage_ready(self) -> Deferred[None]:
+        """Fires once the store has started and the watch cache (if any) has its first list."""
+        if self.cacher_service is not None:
+            return self.cacher_service.wait_ready()
+        return self.store_service.wait_ready()
+
+    def _storage_serving(self) -> bool:
+        # The store checks say "not yet established" until the watch cache serves too.
+        return self.cacher_service is None or self.cacher_service.started
+
     def _storage_readiness(self) -> Deferred[None]:
         """Wait for the store, at most ``--storage-initialization-timeout``, then go on."""
-        waited = self.store_service.wait_ready()
+        waited = self.wait_storage_ready()
         timeout = self.config.storage_initialization_timeout
         result: Deferred[None] = Deferred()
+        calls = self.post_start.calls
 
         def expired() -> None:
             if not result.called:
                 log.warn("Deadline exceeded while waiting for storage readiness... ignoring")
                 result.callback(None)
 
-        timer = self.reactor.callLater(timeout, expired)
+        timer = calls.later(timeout, expired)
 
         def ready(_: object) -> None:
-            if timer.active():
-                timer.cancel()
+            calls.cancel(timer)
             if not result.called:
                 result.callback(None)
 
@@ -263,31 +331,6 @@ class Server:
         # kube-apiserver treats a failing post-start hook as fatal (klog.Fatalf).
         log.failure("post-start hook {name} failed; exiting", failure, name=name)
         self.reactor.callLater(0, os._exit, 1)
-
-    def _context_factory(self) -> Any:
-        config = self.config
-        cert, key = config.tls_cert_file, config.tls_private_key_file
-        if not cert and not key:
-            host = config.advertise_address or _default_host(config.bind_address)
-            cert, key = ensure_self_signed(
-                config.cert_dir,
-                host,
-                config.bind_address,
-                extra_names=[socket.gethostname()],
-            )
-        sni = [parse_sni_cert_key(value) for value in config.tls_sni_cert_key]
-        return build_server_context(
-            cert_file=cert,
-            key_file=key,
-            sni=sni,
-            min_version=config.tls_min_version or "VersionTLS12",
-            cipher_suites=list(config.tls_cipher_suites),
-            client_ca_files=[f for f in (config.client_ca_file,) if f],
-            http2=not config.disable_http2_serving,
-            # The issue asks for client certificates to be requested (never required) even
-            # without --client-ca-file, so the peer certificate is always available.
-            request_client_cert=True,
-        )
 
     def _install_routes(self) -> None:
         router = self.router
@@ -338,7 +381,7 @@ class Server:
         self.router.add_prefix(BASE, self.events_api.handle)
 
     def _server_address(self) -> str:
-        host = self.config.advertise_address or _default_host(self.config.bind_address)
+        host = self.config.advertise_address or default_host(self.config.bind_address)
         port = self.listener.bound_port() if self.listener.port else self.config.secure_port
         return f"{host}:{port}"
 
@@ -380,14 +423,15 @@ class Server:
         return self.listener.stop_listening()
 
     def _stop_process(self) -> None:
-        self.storage_metrics.stop()
+        # In-flight requests have drained: the store checks fail from now on (kube-apiserver
+        # closes its etcd client here); stopping the reactor stops the tree, in reverse.
         self.store_check.close()
         self.store_ready_check.close()
         if self.reactor.running:
             self.reactor.stop()
 
-    def start(self) -> None:
-        """Called when the reactor runs: signals, ineffective-flag notes, post-start hooks."""
+    def _announce(self) -> None:
+        """Start-up notes: config warnings and flags that have no effect yet."""
         for warning in self.config.warnings:
             log.warn("{warning}", warning=warning)
         if (
@@ -402,30 +446,6 @@ class Server:
             log.warn(
                 "flag --{name} has no effect yet: it is accepted and validated only", name=name
             )
-        self.install_signal_handlers()
-        self.store_service.wait_ready().addCallback(lambda _: self.storage_metrics.start())
-        self.hooks.run_all()
-
-    def install_signal_handlers(self) -> None:
-        received = 0
-
-        def handler(signum: int, _frame: object) -> None:
-            # Counted here, not in the reactor thread, so a second signal exits even when
-            # the reactor is stuck.
-            nonlocal received
-            received += 1
-            if received > 1:
-                os._exit(1)
-            self.reactor.callFromThread(self.lifecycle.on_signal, signum)
-
-        signal.signal(signal.SIGTERM, handler)
-        signal.signal(signal.SIGINT, handler)
-
-
-def _default_host(bind_address: str) -> str:
-    if bind_address in ("", "0.0.0.0", "::"):
-        return "127.0.0.1"
-    return bind_address
 
 
 def _default_version() -> str:

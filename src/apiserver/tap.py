@@ -1,7 +1,11 @@
 """The twistd entry point: ``Options`` and ``makeService``.
 
-This is the only module that touches the global reactor (DESIGN.md); everything it builds
-takes the reactor as a parameter so tests can pass a fake one.
+This is the only module that touches the global reactor (``tests/unit/test_global_reactor.py``
+enforces it): everything it builds takes the reactor
+as a parameter so tests can pass a fake one. ``makeService`` only builds: twistd starts the
+returned tree (privileged start, then start) and stops it, in reverse, when the reactor
+stops. What needs a running reactor is scheduled here: the signal handlers (which must
+replace the ones Twisted installs when it starts running) and the GC tuning.
 """
 
 from __future__ import annotations
@@ -19,17 +23,16 @@ def makeService(options: ApiserverOptions) -> IService:
     from twisted.internet import reactor
 
     from apiserver.gctune import tune_gc
-    from apiserver.logs import configure_logging
     from apiserver.server import Server
+    from apiserver.service.signals import install_signal_handlers
 
     config = options.config
-    configure_logging(config)
     try:
         server = Server(config, reactor)
     except ValueError as error:
         # A bad policy, token, key or config file: say which and stop, as kube-apiserver does.
         sys.stderr.write(f"Error: {error}\n")
         raise SystemExit(1) from None
-    reactor.callWhenRunning(server.start)
+    reactor.callWhenRunning(install_signal_handlers, reactor, server.lifecycle)
     reactor.callWhenRunning(tune_gc)
     return server.root

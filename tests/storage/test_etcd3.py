@@ -100,7 +100,7 @@ def own_etcd(tmp_path: Path) -> Any:
 
 @pytest_twisted.async_yield_fixture
 async def store(etcd: EtcdServer) -> AsyncIterator[Etcd3Store]:
-    s = Etcd3Store([etcd.client_url], request_timeout=5.0)
+    s = Etcd3Store([etcd.client_url], reactor, request_timeout=5.0)
     await s.start()
     yield s
     await s.stop()
@@ -300,7 +300,7 @@ async def test_watch_from_now_sees_next_write(store: Etcd3Store) -> None:
 @needs_etcd
 @pytest_twisted.ensureDeferred
 async def test_two_stores_share_one_etcd(store: Etcd3Store, etcd: EtcdServer) -> None:
-    other = Etcd3Store([etcd.client_url])
+    other = Etcd3Store([etcd.client_url], reactor)
     await other.start()
     try:
         p = unique_prefix()
@@ -318,7 +318,7 @@ async def test_two_stores_share_one_etcd(store: Etcd3Store, etcd: EtcdServer) ->
 @needs_etcd
 @pytest_twisted.ensureDeferred
 async def test_lease_reuse(etcd: EtcdServer) -> None:
-    s = Etcd3Store([etcd.client_url], max_keys_per_lease=2)
+    s = Etcd3Store([etcd.client_url], reactor, max_keys_per_lease=2)
     await s.start()
     try:
         p = unique_prefix()
@@ -364,7 +364,7 @@ async def test_ttl_expiry_is_a_delete_event(store: Etcd3Store) -> None:
 @pytest_twisted.ensureDeferred
 async def test_failover_skips_dead_endpoint(etcd: EtcdServer) -> None:
     with refused_url() as dead, refused_url() as dead2:
-        s = Etcd3Store([dead, etcd.client_url], request_timeout=5.0)
+        s = Etcd3Store([dead, etcd.client_url], reactor, request_timeout=5.0)
         await s.start()
         try:
             p = unique_prefix()
@@ -380,7 +380,7 @@ async def test_failover_skips_dead_endpoint(etcd: EtcdServer) -> None:
 
         # Refused connections are UnavailableError (etcd is down), not a StorageTimeoutError
         # after request_timeout; how fast that is belongs in bench/, not in an assert.
-        nowhere = Etcd3Store([dead, dead2], request_timeout=5.0)
+        nowhere = Etcd3Store([dead, dead2], reactor, request_timeout=5.0)
         with pytest.raises(UnavailableError):
             await nowhere.start()
         with pytest.raises(UnavailableError):
@@ -416,13 +416,13 @@ async def test_failover_past_member_without_leader(etcd: EtcdServer) -> None:
     port = tcp.listenTCP(0, Site(resource), interface="127.0.0.1")
     try:
         url = f"http://127.0.0.1:{port.getHost().port}"
-        s = Etcd3Store([url, etcd.client_url])
+        s = Etcd3Store([url, etcd.client_url], reactor)
         await s.start()  # a read: goes on to the healthy member
         p = unique_prefix()
         kv = await s.create(p + b"k", b"v")  # now sticks to the healthy member
         assert await s.get(p + b"k") == kv
         await s.stop()
-        only = Etcd3Store([url])
+        only = Etcd3Store([url], reactor)
         with pytest.raises(UnavailableError, match="no leader"):
             await only.create(p + b"x", b"v")
         with pytest.raises(UnavailableError):
@@ -465,7 +465,7 @@ async def test_compaction(store: Etcd3Store) -> None:
 @needs_etcd
 @pytest_twisted.ensureDeferred
 async def test_periodic_compaction(etcd: EtcdServer) -> None:
-    s = Etcd3Store([etcd.client_url], compaction_interval=0.2)
+    s = Etcd3Store([etcd.client_url], reactor, compaction_interval=0.2)
     await s.start()
     try:
         p = unique_prefix()
@@ -493,7 +493,7 @@ async def test_periodic_compaction(etcd: EtcdServer) -> None:
 @needs_etcd
 @pytest_twisted.ensureDeferred
 async def test_watch_resumes_after_etcd_restart(own_etcd: EtcdServer) -> None:
-    s = Etcd3Store([own_etcd.client_url], request_timeout=3.0)
+    s = Etcd3Store([own_etcd.client_url], reactor, request_timeout=3.0)
     await s.start()
     try:
         p = unique_prefix()
@@ -534,7 +534,7 @@ async def test_watch_resumes_after_etcd_restart(own_etcd: EtcdServer) -> None:
 @needs_etcd
 @pytest_twisted.ensureDeferred
 async def test_frozen_etcd_times_out_and_recovers(own_etcd: EtcdServer) -> None:
-    s = Etcd3Store([own_etcd.client_url], request_timeout=1.0)
+    s = Etcd3Store([own_etcd.client_url], reactor, request_timeout=1.0)
     await s.start()
     p = unique_prefix()
     try:
@@ -661,6 +661,7 @@ async def test_tls_with_client_certificate(tmp_path: Path) -> None:
         assert server.client_url.startswith("https://")
         s = Etcd3Store(
             [server.client_url],
+            reactor,
             ca_file=pki["ca"],
             cert_file=pki["client_cert"],
             key_file=pki["client_key"],
@@ -679,7 +680,7 @@ async def test_tls_with_client_certificate(tmp_path: Path) -> None:
             await s.stop()
 
         # Without a client certificate etcd refuses the handshake.
-        anonymous = Etcd3Store([server.client_url], ca_file=pki["ca"], request_timeout=3.0)
+        anonymous = Etcd3Store([server.client_url], reactor, ca_file=pki["ca"], request_timeout=3.0)
         with pytest.raises(UnavailableError):
             await anonymous.start()
         await anonymous.stop()
@@ -688,6 +689,7 @@ async def test_tls_with_client_certificate(tmp_path: Path) -> None:
         other = make_pki(tmp_path / "other")
         untrusting = Etcd3Store(
             [server.client_url],
+            reactor,
             ca_file=other["ca"],
             cert_file=pki["client_cert"],
             key_file=pki["client_key"],

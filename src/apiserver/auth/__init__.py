@@ -30,7 +30,7 @@ log = Logger()
 
 
 def _authenticator(
-    config: ServerConfig, reactor: Any, store: Any
+    config: ServerConfig, reactor: Any, store: Any, parts: list[Any]
 ) -> tuple[Authenticator | None, AnonymousPolicy]:
     """``authn.build_authenticator`` when that package exists; else none and anonymous on."""
     if importlib.util.find_spec("apiserver.auth.authn") is None:
@@ -41,7 +41,7 @@ def _authenticator(
     if build is None:
         log.warn("no authenticators available: every request is anonymous")
         return None, True
-    authenticator, anonymous = build(config, reactor, store)
+    authenticator, anonymous = build(config, reactor, store, parts)
     return authenticator, anonymous
 
 
@@ -57,10 +57,13 @@ def build_auth(config: ServerConfig, reactor: Any, store: Any) -> AuthCheck | No
 
     Raises ``ValueError`` naming the file for a bad ``--authorization-policy-file``,
     ``--authorization-config`` or webhook kubeconfig; the server makes that a start-up
-    failure. ``--authorization-config`` is then re-read every minute on ``reactor``.
+    failure. ``--authorization-config`` is re-read every minute on ``reactor`` once the
+    server's tree starts: nothing is scheduled here; the loops and key loaders are listed in
+    the filter's ``background`` for the auth-reload service to start and stop.
     """
     authorizer = build_authorizer(config, reactor)
-    authenticator, anonymous = _authenticator(config, reactor, store)
+    parts: list[Any] = []
+    authenticator, anonymous = _authenticator(config, reactor, store, parts)
     check = AuthFilter(
         authenticator,
         anonymous,
@@ -80,7 +83,8 @@ def build_auth(config: ServerConfig, reactor: Any, store: Any) -> AuthCheck | No
             check.authorizer = chain
 
         check.reloader = ConfigReloader(path, config, reactor, apply)
-        check.reloader.start()
+        parts.append(check.reloader)
+    check.background = parts
     return check
 
 

@@ -198,6 +198,9 @@ class AuthFilter:
         self.authorizer = authorizer
         #: The ``--authorization-config`` reloader that replaces ``authorizer``, if any.
         self.reloader: Any = None
+        #: Parts with ``start()``/``stop()`` that run while the server does (config reload
+        #: loops, OIDC key loaders): started and stopped by the server's service tree.
+        self.background: list[Any] = []
         self.api_audiences = frozenset(api_audiences)
         self._strip_names = tuple(
             dict.fromkeys(

@@ -637,12 +637,10 @@ class H1Channel(Protocol):
     # -- timeouts -------------------------------------------------------------------------
 
     def _armTimer(self) -> None:
-        if self.timeOut and self._timer is None and not self._stopped:
-            callLater = self.callLater
-            if callLater is None:
-                from twisted.internet import reactor
-
-                callLater = reactor.callLater
+        # No clock from the factory (a channel built by hand), no idle timer: only tap.py
+        # touches the global reactor.
+        callLater = self.callLater
+        if self.timeOut and callLater is not None and self._timer is None and not self._stopped:
             self._timer = callLater(self.timeOut, self._timerFired)
 
     def _cancelTimer(self) -> None:

@@ -1,7 +1,7 @@
 """The graceful-shutdown state machine of kube-apiserver, on an injected clock.
 
 Follows k8s.io/apiserver/pkg/server/{genericapiserver.go,lifecycle_signals.go} and the filters
-with_retry_after.go, waitgroup.go and watch_termination.go (spec/health-lifecycle.md §3):
+with_retry_after.go, waitgroup.go and watch_termination.go:
 
 1. ShutdownInitiated (first SIGTERM/SIGINT): the readyz ``shutdown`` check fails; serving
    goes on normally.
@@ -25,6 +25,7 @@ import os
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from twisted.application.service import Service
 from twisted.internet.defer import Deferred, DeferredList, inlineCallbacks, succeed
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
@@ -32,6 +33,7 @@ from twisted.logger import Logger
 from apiserver.http.app import RequestInfo
 from apiserver.http.response import NOSNIFF, TEXT_PLAIN, Response
 from apiserver.http.status import status_response
+from apiserver.service.timers import OwnedCalls
 
 log = Logger()
 
@@ -45,7 +47,7 @@ class Terminable(Protocol):
     def terminate(self) -> None: ...
 
 
-def _timeout(clock: IReactorTime, d: Deferred[Any], seconds: float) -> Deferred[Any]:
+def _timeout(calls: OwnedCalls, d: Deferred[Any], seconds: float) -> Deferred[Any]:
     """``d``, or a result of None once ``seconds`` pass (without cancelling ``d``)."""
     out: Deferred[Any] = Deferred()
 
@@ -53,11 +55,10 @@ def _timeout(clock: IReactorTime, d: Deferred[Any], seconds: float) -> Deferred[
         if not out.called:
             out.callback(None)
 
-    timer = clock.callLater(seconds, expire)
+    timer = calls.later(seconds, expire)
 
     def fire(result: object) -> object:
-        if timer.active():
-            timer.cancel()
+        calls.cancel(timer)
         if not out.called:
             out.callback(None)
         return result
@@ -83,6 +84,10 @@ class Lifecycle:
         exit_now: Callable[[int], None] = os._exit,
     ) -> None:
         self.clock = clock
+        #: Every timer of the shutdown sequence (the ``--shutdown-delay-duration`` wait, the
+        #: drain bounds, the watch-ending steps): :class:`LifecycleService` cancels what is
+        #: still pending when the service tree stops.
+        self.calls = OwnedCalls(clock)
         self.shutdown_delay = shutdown_delay
         self.send_retry_after = send_retry_after
         self.watch_grace = watch_grace
@@ -119,7 +124,7 @@ class Lifecycle:
         self.initiated = True
         self._on_initiated()
         if self.shutdown_delay > 0:
-            self.clock.callLater(self.shutdown_delay, self._stop_accepting)
+            self.calls.later(self.shutdown_delay, self._stop_accepting)
         else:
             self._stop_accepting()
 
@@ -129,9 +134,9 @@ class Lifecycle:
         log.info("no longer accepting new requests")
         if not self.send_retry_after:
             yield self._call_stop_listening()
-        waits = [_timeout(self.clock, self.wait_idle(), self.request_timeout)]
+        waits = [_timeout(self.calls, self.wait_idle(), self.request_timeout)]
         if self.watch_grace > 0:
-            waits.append(_timeout(self.clock, self._end_watches(), self.watch_grace))
+            waits.append(_timeout(self.calls, self._end_watches(), self.watch_grace))
         yield DeferredList(waits)
         self.drained = True
         log.info("in-flight requests drained")
@@ -157,7 +162,7 @@ class Lifecycle:
                 finished.callback(None)
                 return
             watches[index].terminate()
-            self.clock.callLater(1.0 / rate, step, index + 1)
+            self.calls.later(1.0 / rate, step, index + 1)
 
         step(0)
         return finished
@@ -206,3 +211,22 @@ class Lifecycle:
 
     def remove_watch(self, watch: Terminable) -> None:
         self.watches.discard(watch)
+
+
+class LifecycleService(Service):
+    """The last child of the service tree: owns the :class:`Lifecycle`'s timers.
+
+    Started last and so stopped first: when the tree stops (the process ends, or a test
+    stops it), the shutdown-delay timer and the drain bounds still pending are cancelled,
+    so no call of the shutdown sequence outlives the server (kube-apiserver's
+    ``ShutdownDelayDuration`` wait also ends with its stop channel, genericapiserver.go).
+    """
+
+    name = "lifecycle"
+
+    def __init__(self, lifecycle: Lifecycle) -> None:
+        self.lifecycle = lifecycle
+
+    def stopService(self) -> None:
+        super().stopService()
+        self.lifecycle.calls.cancel_all()

@@ -13,6 +13,7 @@ host has no IPv6.
 from __future__ import annotations
 
 import socket
+from collections.abc import Callable
 from typing import Any
 
 from twisted.application.service import Service
@@ -60,20 +61,18 @@ class ListenerService(Service):
     def __init__(
         self,
         site: Site,
-        context_factory: Any,
+        context: Callable[[], Any],
         port: int,
         bind_address: str,
         *,
+        reactor: Any,
         reuse_port: bool = False,
         backlog: int = 1024,
-        reactor: Any = None,
     ) -> None:
-        if reactor is None:
-            from twisted.internet import reactor as global_reactor
-
-            reactor = global_reactor
         self.site = site
-        self.context_factory = context_factory
+        #: Returns the TLS context factory; called when listening, after the serving
+        #: certificates were made (:class:`apiserver.service.serving.ServingCertService`).
+        self.context = context
         self.port_number = port
         self.bind_address = bind_address
         self.reuse_port = reuse_port
@@ -91,7 +90,7 @@ class ListenerService(Service):
             self._listen()
 
     def _listen(self) -> None:
-        factory = TLSMemoryBIOFactory(self.context_factory, False, self.site)
+        factory = TLSMemoryBIOFactory(self.context(), False, self.site)
         last_error: Exception | None = None
         for interface in listen_interfaces(self.bind_address):
             port = SharedPort(

@@ -1,27 +1,60 @@
-"""Runs the configured store as a service: start with retries, stop last.
+"""The store and its watch cache as two services: start with retries, stop last.
 
 kube-apiserver keeps retrying its etcd client in the background (its ``etcd`` check says
 ``etcd client connection not yet established`` meanwhile) rather than failing start-up; we do
 the same for both backends, so a server started before its etcd becomes ready on its own.
+
+The backends' own timers (the SQLite TTL sweeper and periodic compactor, the etcd
+compaction timer of k8s.io/apiserver/pkg/storage/etcd3/compact.go) live inside the store:
+they are started by ``Store.start`` and stopped by ``Store.stop``, so :class:`StoreService`
+is their owner. The watch cache (k8s.io/apiserver/pkg/storage/cacher/cacher.go) is the next
+child, :class:`CacherService`: it starts once the store is up and stops before it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from twisted.application.service import Service
 from twisted.internet.defer import Deferred, succeed
-from twisted.internet.interfaces import IReactorTime
+from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
+from apiserver.storage.cacher import Cacher
 from apiserver.storage.interface import Store, UnavailableError
 
 log = Logger()
 
 
+class _Readiness:
+    """Deferreds waiting for a service to become ready."""
+
+    def __init__(self) -> None:
+        self.ready = False
+        self._waiting: list[Deferred[None]] = []
+
+    def wait(self) -> Deferred[None]:
+        if self.ready:
+            return succeed(None)
+        d: Deferred[None] = Deferred()
+        self._waiting.append(d)
+        return d
+
+    def mark(self) -> None:
+        self.ready = True
+        waiting, self._waiting = self._waiting, []
+        for d in waiting:
+            d.callback(None)
+
+
 class StoreService(Service):
-    """Owns one :class:`Store`; ``ready`` fires once it has started."""
+    """Owns one :class:`Store` (and the timers it runs); ``wait_ready`` fires once it started.
+
+    ``prepare`` runs at start, before the first attempt (the SQLite backend creates
+    ``--data-dir`` there, so building the server writes nothing).
+    """
 
     name = "store"
 
@@ -30,19 +63,25 @@ class StoreService(Service):
         store: Store,
         clock: IReactorTime,
         retry_interval: float = 1.0,
-        cacher: Any = None,
+        prepare: Callable[[], None] | None = None,
     ) -> None:
         self.store = store
-        self.cacher = cacher
         self.clock = clock
         self.retry_interval = retry_interval
-        self.started = False
-        self._waiting: list[Deferred[None]] = []
-        self._retry: Any = None
+        self.prepare = prepare
+        self._ready = _Readiness()
+        self._retry: IDelayedCall | None = None
         self._attempt: Deferred[None] | None = None
+        self._store_running = False
+
+    @property
+    def started(self) -> bool:
+        return self._ready.ready
 
     def startService(self) -> None:
         super().startService()
+        if self.prepare is not None:
+            self.prepare()
         self._try_start()
 
     def _try_start(self) -> None:
@@ -54,20 +93,9 @@ class StoreService(Service):
 
     def _on_started(self, _: object) -> None:
         self._attempt = None
-        if self.cacher is not None:
-            # The watch cache lists and watches the store it wraps: start it once the store is
-            # up; the store counts as ready once the cache has its initial list.
-            self.cacher.start()
-            self.cacher.ready.addCallbacks(self._mark_ready, self._on_failed)
-            return
-        self._mark_ready(None)
-
-    def _mark_ready(self, _: object) -> None:
-        self.started = True
+        self._store_running = True
         log.info("storage is ready")
-        waiting, self._waiting = self._waiting, []
-        for d in waiting:
-            d.callback(None)
+        self._ready.mark()
 
     def _on_failed(self, failure: Failure) -> None:
         self._attempt = None
@@ -82,17 +110,14 @@ class StoreService(Service):
 
     def wait_ready(self) -> Deferred[None]:
         """Fires when the store has started."""
-        if self.started:
-            return succeed(None)
-        d: Deferred[None] = Deferred()
-        self._waiting.append(d)
-        return d
+        return self._ready.wait()
 
-    def check(self, ready: bool) -> Any:
-        """A probe for the health checks: the store's own check once started."""
+    def check(self, ready: bool, serving: Callable[[], bool] | None = None) -> Any:
+        """A probe for the health checks: the store's own check once started (and, with
+        ``serving``, once that says the storage layer above the store serves too)."""
 
         def probe(timeout: float) -> Deferred[None]:
-            if not self.started:
+            if not self._ready.ready or (serving is not None and not serving()):
                 raise UnavailableError("client connection not yet established")
             if ready:
                 return self.store.check_ready(timeout)
@@ -104,13 +129,61 @@ class StoreService(Service):
         super().stopService()
         if self._retry is not None and self._retry.active():
             self._retry.cancel()
+        self._retry = None
         if self._attempt is not None:
             self._attempt.cancel()
-        if not self.started:
+        if not self._store_running:
             return succeed(None)
-        self.started = False
-        if self.cacher is None:
-            return self.store.stop()
-        d = self.cacher.stop()
-        d.addBoth(lambda _: self.store.stop())
-        return d
+        self._store_running = False
+        self._ready.ready = False
+        return self.store.stop()
+
+
+class CacherService(Service):
+    """Owns the watch cache: starts it once ``store`` is up; ``wait_ready`` fires once the
+    cache has its initial list (kube-apiserver's cacher ``ready`` state, ready.go)."""
+
+    name = "watch-cache"
+
+    def __init__(self, cacher: Cacher, store: StoreService) -> None:
+        self.cacher = cacher
+        self.store = store
+        self._ready = _Readiness()
+        self._waiting: Deferred[None] | None = None
+        self._cacher_running = False
+
+    @property
+    def started(self) -> bool:
+        return self._ready.ready
+
+    def startService(self) -> None:
+        super().startService()
+        self._waiting = self.store.wait_ready()
+        self._waiting.addCallback(self._store_ready)
+
+    def _store_ready(self, _: object) -> None:
+        self._waiting = None
+        if not self.running:
+            return
+        self._cacher_running = True
+        self.cacher.start()
+        self.cacher.ready.addCallbacks(lambda _: self._ready.mark(), self._not_ready)
+
+    def _not_ready(self, failure: Failure) -> None:
+        # Only when the cache stops before its first list: nothing waits any more.
+        log.debug("watch cache stopped before ready: {e}", e=failure.getErrorMessage())
+
+    def wait_ready(self) -> Deferred[None]:
+        """Fires when the cache has listed the store once."""
+        return self._ready.wait()
+
+    def stopService(self) -> Deferred[None]:
+        super().stopService()
+        # A store that never started leaves ``_waiting`` pending; ``_store_ready`` then sees
+        # that this service no longer runs and starts nothing.
+        self._waiting = None
+        if not self._cacher_running:
+            return succeed(None)
+        self._cacher_running = False
+        self._ready.ready = False
+        return self.cacher.stop()

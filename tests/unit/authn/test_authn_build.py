@@ -276,7 +276,7 @@ def test_authentication_config_reload(tmp_path: Path) -> None:
     reloading = ReloadingJWT(
         str(path), parse_authentication_config(data, str(path)), data, (), (), clock, client_factory
     )
-    reloading.start_watching(60)
+    reloading.start(60)
     assert made == ["https://idp.example"]
     clock.advance(60)
     assert made == ["https://idp.example"]  # unchanged file: nothing rebuilt

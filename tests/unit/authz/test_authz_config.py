@@ -308,6 +308,9 @@ def test_authorization_config_is_reloaded(tmp_path: Path) -> None:
     config = ServerConfig.defaults().evolve(authorization_config=str(path))
     check = build_auth(config, clock, None)
     assert isinstance(check, AuthFilter)
+    assert check.background == [check.reloader]
+    assert not clock.getDelayedCalls()  # building schedules nothing: the tree starts it
+    check.reloader.start()
     first = check.authorizer
     assert isinstance(first, Union)
     clock.advance(60)

@@ -167,24 +167,40 @@ class ReloadingJWT:
         self.config = config
         self.digest = hashlib.sha256(data).digest()
         self._union = TokenUnion([])
-        self.authenticators = self._build(config.jwt)
         self._loop: LoopingCall | None = None
+        self.authenticators = self._build(config.jwt)
 
     def _build(self, configs: Sequence[JWTConfig]) -> list[JWTAuthenticator]:
         built = [
             JWTAuthenticator(c, self.client_factory(c, self.reactor), self.reactor) for c in configs
         ]
-        for authenticator in built:
-            self.reactor.callLater(0, authenticator.start)
+        if self._loop is not None:
+            # Running: the new authenticators start loading their issuers' keys now.
+            for authenticator in built:
+                authenticator.start()
         return built
 
-    def start_watching(self, interval: float = CONFIG_RELOAD_INTERVAL) -> None:
+    def start(self, interval: float = CONFIG_RELOAD_INTERVAL) -> None:
+        """Start loading the issuers' keys and re-reading the file every ``interval``
+        seconds (the server's auth-reload service calls this when the tree starts)."""
+        if self._loop is not None:
+            return
+        for authenticator in self.authenticators:
+            authenticator.start()
         loop = LoopingCall(self.reload)
         loop.clock = self.reactor
         loop.start(interval, now=False).addErrback(
             lambda f: log.failure("authentication config reload stopped", f)
         )
         self._loop = loop
+
+    def stop(self) -> None:
+        """Stop re-reading the file and every authenticator's key loading."""
+        loop, self._loop = self._loop, None
+        if loop is not None and loop.running:
+            loop.stop()
+        for authenticator in self.authenticators:
+            authenticator.stop()
 
     def reload(self) -> None:
         try:
@@ -231,6 +247,7 @@ def _token_authenticators(
     store: Any,
     file_config: AuthenticationConfig | None,
     data: bytes,
+    parts: list[Any],
 ) -> list[TokenAuthenticator]:
     audiences = api_audiences(config)
     clock: IReactorTime = reactor
@@ -279,13 +296,13 @@ def _token_authenticators(
         reloading = ReloadingJWT(
             config.authentication_config, file_config, data, issuers, audiences, reactor
         )
-        reloading.start_watching()
+        parts.append(reloading)
         tokens.append(reloading)
     else:
         flags_jwt = jwt_from_flags(config)
         if flags_jwt is not None:
             authenticator = JWTAuthenticator(flags_jwt, _http_client(flags_jwt, reactor), clock)
-            reactor.callLater(0, authenticator.start)
+            parts.append(authenticator)
             tokens.append(AudienceAgnostic(authenticator, audiences))
     webhook_file = config.authentication_token_webhook_config_file
     if webhook_file:
@@ -306,10 +323,16 @@ def _token_authenticators(
 
 
 def build_authenticator(
-    config: ServerConfig, reactor: Any, store: Any
+    config: ServerConfig, reactor: Any, store: Any, parts: list[Any] | None = None
 ) -> tuple[Authenticator, bool]:
     """The configured authenticator and whether anonymous requests are allowed (see module
-    docstring). Raises ConfigError (a ValueError) for unusable flags or files."""
+    docstring). Raises ConfigError (a ValueError) for unusable flags or files.
+
+    Nothing is scheduled here: the parts that load keys or re-read files once running (OIDC
+    issuers, the ``--authentication-config`` reloader) are appended to ``parts``, each with
+    ``start()`` and ``stop()``, for the server's service tree to run."""
+    if parts is None:
+        parts = []
     audiences = api_audiences(config)
     clock: IReactorTime = reactor
     file_config: AuthenticationConfig | None = None
@@ -359,7 +382,7 @@ def build_authenticator(
         )
     if client_ca is not None:
         request_authenticators.append(X509Authenticator(client_ca, audiences))
-    tokens = _token_authenticators(config, reactor, store, file_config, data)
+    tokens = _token_authenticators(config, reactor, store, file_config, data, parts)
     if tokens:
         cached = TokenCache(
             TokenUnion(tokens), clock, TOKEN_SUCCESS_TTL, TOKEN_FAILURE_TTL, cache_errors=True

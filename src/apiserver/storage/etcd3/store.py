@@ -59,7 +59,7 @@ class Etcd3Store:
     """A :class:`~apiserver.storage.interface.Store` on an etcd 3.4+ cluster.
 
     ``endpoints`` are client URLs (``http://host:2379``, ``https://...``) tried in order.
-    ``reactor`` provides TCP/TLS and the clock (the global reactor by default).
+    ``reactor`` provides TCP/TLS and the clock.
     ``ca_file``/``cert_file``/``key_file`` configure TLS (kube-apiserver's ``--etcd-cafile``,
     ``--etcd-certfile``, ``--etcd-keyfile``). ``lease_reuse_seconds`` and
     ``max_keys_per_lease`` tune lease reuse (``--lease-reuse-duration-seconds``),
@@ -70,7 +70,7 @@ class Etcd3Store:
     def __init__(
         self,
         endpoints: list[str],
-        reactor: Any = None,
+        reactor: Any,
         *,
         ca_file: str | None = None,
         cert_file: str | None = None,
@@ -81,10 +81,6 @@ class Etcd3Store:
         request_timeout: float = 10.0,
         health_key: bytes = b"/registry/health",
     ) -> None:
-        if reactor is None:
-            from twisted.internet import reactor as global_reactor
-
-            reactor = global_reactor
         self._reactor = reactor
         self._clock: Any = reactor  # IReactorTime
         tls_files = ca_file is not None or cert_file is not None or key_file is not None

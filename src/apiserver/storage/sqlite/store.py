@@ -538,17 +538,13 @@ class SqliteStore:
     def __init__(
         self,
         path: str,
-        reactor: Any = None,
+        reactor: Any,
         clock: Any = None,  # IReactorTime
         compaction_interval: float = 300.0,
         sweep_interval: float = 1.0,
         readers: int = 2,
         max_batch: int = MAX_BATCH,
     ) -> None:
-        if reactor is None:
-            from twisted.internet import reactor as global_reactor
-
-            reactor = global_reactor
         self._path = path
         self._reactor: Any = reactor
         self._clock: Any = clock if clock is not None else reactor
