@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import attrs
+from tests.unit.unit_helpers import AppResource
 from treq.testing import StubTreq
 from twisted.internet.defer import Deferred
 from twisted.internet.task import Clock
@@ -31,7 +32,6 @@ from apiserver.api.events.rest import BASE, GR, EventsAPI
 from apiserver.http.app import App, Router, ServingPolicy
 from apiserver.registry.store import Registry
 from apiserver.storage.interface import Store
-from tests.unit.unit_helpers import AppResource
 
 #: 2026-11-22T10:00:00Z: the clock starts here, so timestamps are readable.
 EPOCH = 1795341600.0
@@ -97,15 +97,17 @@ class Reply:
 def status(
     code: int, reason: str, message: str, details: Mapping[str, Any] | None = None
 ) -> dict[str, Any]:
-    """A failure Status body as kube-apiserver writes it (empty details omitted)."""
+    """A failure Status body as kube-apiserver writes it (Go's omitempty: an empty reason and
+    absent details are left out; ``details={}`` is written)."""
     body: dict[str, Any] = {
         "kind": "Status",
         "apiVersion": "v1",
         "metadata": {},
         "status": "Failure",
         "message": message,
-        "reason": reason,
     }
+    if reason:
+        body["reason"] = reason
     if details is not None:
         body["details"] = dict(details)
     body["code"] = code
@@ -168,8 +170,7 @@ class RestHarness:
             from apiserver.storage.cacher import Cacher
 
             self.cacher = Cacher(self.backend, [EVENTS_PREFIX], self.clock)
-            self.cacher.start()
-            self.settle()
+            fired(self.cacher.start())
             store = self.cacher
         self.store = store
         self.registry = Registry(
