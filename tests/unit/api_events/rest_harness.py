@@ -7,7 +7,8 @@ The pieces are wired as ``apiserver.server.Server`` wires them (a ``Router`` wit
 and an in-memory transport). The store is the in-memory backend by default, whose Deferreds
 have fired when its methods return; any :class:`~apiserver.storage.interface.Store` may be
 given instead. ``cached=True`` puts the watch cache (``apiserver.storage.cacher``) in front of
-it, as ``--watch-cache`` (the default) does.
+it, as ``--watch-cache`` (the default) does; ``wrap`` puts a test double (for example one that
+fails some calls) in front of what the registry reads.
 
 Time is the injected clock only: ``creationTimestamp``, managedFields times, Table ages, the
 TTL and watch timeouts all read it, and a test moves it with :meth:`RestHarness.advance`.
@@ -158,6 +159,7 @@ class RestHarness:
         request_timeout: float = 60.0,
         delete_collection_workers: int = 1,
         media_type: str = "application/json",
+        wrap: Callable[[Store], Store] | None = None,
     ) -> None:
         self.clock = Clock()
         self.clock.advance(EPOCH)
@@ -172,6 +174,8 @@ class RestHarness:
             self.cacher = Cacher(self.backend, [EVENTS_PREFIX], self.clock)
             fired(self.cacher.start())
             store = self.cacher
+        if wrap is not None:
+            store = wrap(store)
         self.store = store
         self.registry = Registry(
             store,
