@@ -195,7 +195,8 @@ class RestHarness:
         self.router = Router()
         self.router.add_prefix(BASE, self.api.handle)
         self.app = App(self.router, self.clock, ServingPolicy(request_timeout=request_timeout))
-        self.treq = StubTreq(AppResource(self.app))
+        #: StubTreq sets its treq functions per instance, unseen by type checkers.
+        self.treq: Any = StubTreq(AppResource(self.app))
 
     # --- time and delivery --------------------------------------------------------------
 

@@ -212,7 +212,7 @@ def test_not_acceptable(api: RestHarness, accept: str, message: str) -> None:
     for path in (ns_path("ns1", "e1"), EVENTS):
         reply = api.get(path, accept=accept)
         assert reply.code == 406
-        details = {} if message == "406: Not Acceptable" else None
+        details: dict[str, Any] | None = {} if message == "406: Not Acceptable" else None
         assert reply.json() == status(406, "NotAcceptable", message, details)
 
 

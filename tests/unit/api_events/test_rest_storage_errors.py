@@ -56,7 +56,7 @@ def faulty(**kwargs: Any) -> tuple[RestHarness, FaultyStore]:
     def wrap(store: Store) -> Store:
         double = FaultyStore(store)
         doubles.append(double)
-        return double  # type: ignore[return-value]
+        return double
 
     api = RestHarness(wrap=wrap, **kwargs)
     return api, doubles[0]
