@@ -124,7 +124,19 @@ class WatchReply:
         self.headers: Headers = response.headers
         self._chunks: list[bytes] = []
         self._read = 0
-        self.done: Deferred[None] = harness.treq.collect(response, self._chunks.append)
+        self._hang_up = False
+        self.done: Deferred[None] = harness.treq.collect(response, self._collect)
+
+    def _collect(self, data: bytes) -> None:
+        if self._hang_up:
+            # treq closes the connection when the collector raises.
+            raise ConnectionAbortedError("the client hung up")
+        self._chunks.append(data)
+
+    def hang_up_on_next_write(self) -> None:
+        """Close the connection when the server next writes (a client going away)."""
+        self._hang_up = True
+        self.done.addErrback(lambda failure: failure.trap(ConnectionAbortedError))
 
     def events(self) -> list[dict[str, Any]]:
         """Every complete line received since the previous call, decoded."""

@@ -201,6 +201,20 @@ def test_timeout_seconds_ends_the_stream_cleanly(api: RestHarness) -> None:
     assert watch.events() == []
 
 
+def test_a_client_that_goes_away_stops_its_watch(api: RestHarness) -> None:
+    watch = api.watch(EVENTS + "?watch=1")
+    other = api.watch(EVENTS + "?watch=1")
+    assert len(api.clock.getDelayedCalls()) == 2  # the two timeouts
+    watch.hang_up_on_next_write()
+    api.create("a")
+    assert watch.ended
+    # Its timeout is cancelled and later changes go only to the other watch.
+    assert len(api.clock.getDelayedCalls()) == 1
+    api.create("b")
+    assert kinds(other.events()) == [("ADDED", "a"), ("ADDED", "b")]
+    assert watch.raw == b""
+
+
 def test_default_timeout_is_random_between_one_and_two_min_request_timeouts() -> None:
     api = RestHarness(min_request_timeout=100.0)
     predictor = random.Random()
