@@ -1,6 +1,7 @@
 """Fixtures of the backend conformance suite: one ``store`` per backend, unchanged tests.
 
-``backend`` is parametrized over ``sqlite`` (a SqliteStore on ``tmp_path`` whose TTL sweeper
+``backend`` is parametrized over ``memory`` (a MemoryStore on a ``Clock`` the test drives),
+``sqlite`` (a SqliteStore on ``tmp_path`` whose TTL sweeper
 and compactor run on a ``Clock`` the test drives) and ``etcd3`` (an Etcd3Store against one
 throw-away etcd server per test session; skipped when etcd is not installed or the backend
 cannot be imported). Every test gets its own key prefix (``prefix``), so tests sharing the
@@ -25,7 +26,7 @@ from twisted.internet.task import Clock, deferLater
 
 from apiserver.storage.interface import Store
 
-BACKENDS = ["sqlite", "etcd3"]
+BACKENDS = ["memory", "sqlite", "etcd3"]
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -97,6 +98,15 @@ def backend_factory(
     request: pytest.FixtureRequest, tmp_path: Path
 ) -> Callable[[], tuple[Store, Clock | None]]:
     """A factory for the parametrized backend; skips what cannot run here."""
+    if request.param == "memory":
+        from apiserver.storage.memory import MemoryStore
+
+        def make_memory() -> tuple[Store, Clock | None]:
+            clock = Clock()
+            return MemoryStore(clock), clock
+
+        return make_memory
+
     if request.param == "sqlite":
         from apiserver.storage.sqlite import SqliteStore
 

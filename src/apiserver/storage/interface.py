@@ -3,9 +3,10 @@
 Why etcd's semantics: kube-apiserver's registry (k8s.io/apiserver/pkg/storage/interfaces.go)
 is written against a revisioned key-value store; `resourceVersion` is the store revision of an
 object's last write, continue tokens carry a start key and a revision, and watches resume from a
-revision. Backends: ``apiserver.storage.sqlite`` (embedded default, log-structured like kine)
-and ``apiserver.storage.etcd3`` (etcd's ``/v3`` JSON gateway). Both pass the same conformance
-suite in ``tests/storage/``.
+revision. Backends: ``apiserver.storage.sqlite`` (embedded default, log-structured like kine),
+``apiserver.storage.etcd3`` (etcd's ``/v3`` JSON gateway) and ``apiserver.storage.memory``
+(in process, every Deferred fired on return: for in-process tests). All pass the same
+conformance suite in ``tests/storage/``.
 
 All methods return Deferreds and never block the reactor. Keys and values are bytes. Keys are
 full keys as the API layer builds them (for example ``/registry/events/ns/name``); a backend
