@@ -14,13 +14,13 @@ from twisted.internet.testing import MemoryReactorClock
 
 from apiserver.options import ServerConfig, parse_args
 from apiserver.server import (
-    _default_host,
     events_servers,
     hsts_value,
     make_cacher,
     make_store,
     watch_cache_enabled,
 )
+from apiserver.service.serving import default_host
 from apiserver.storage.memory import MemoryStore
 
 
@@ -126,9 +126,8 @@ def test_make_store_is_sqlite_in_the_data_dir(tmp_path: Path) -> None:
     store, check = make_store(config(f"--data-dir={data_dir}"), MemoryReactorClock())
     assert check == "sqlite"
     assert isinstance(store, SqliteStore)
-    # The directory is made; the database file is not opened before start().
-    assert data_dir.is_dir()
-    assert not (data_dir / "store.db").exists()
+    # Building has no side effects: the store service makes the directory at start.
+    assert not data_dir.exists()
 
 
 def test_make_store_is_etcd_when_servers_are_given(tmp_path: Path) -> None:
@@ -163,4 +162,4 @@ def test_make_store_follows_an_events_override(tmp_path: Path) -> None:
     [("", "127.0.0.1"), ("0.0.0.0", "127.0.0.1"), ("::", "127.0.0.1"), ("10.0.0.5", "10.0.0.5")],
 )
 def test_default_host(bind: str, host: str) -> None:
-    assert _default_host(bind) == host
+    assert default_host(bind) == host
