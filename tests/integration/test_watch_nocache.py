@@ -76,7 +76,7 @@ class WatchClient:
         assert self.response.status == 200
 
     def lines(self, n: int) -> list[dict[str, Any]]:
-        out = []
+        out: list[dict[str, Any]] = []
         for _ in range(n):
             line = self.response.readline()
             assert line, f"the watch ended after {len(out)} events: {out}"

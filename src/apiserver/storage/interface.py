@@ -11,6 +11,12 @@ conformance suite in ``tests/storage/``.
 All methods return Deferreds and never block the reactor. Keys and values are bytes. Keys are
 full keys as the API layer builds them (for example ``/registry/events/ns/name``); a backend
 does not add a prefix of its own.
+
+What a store guarantees beyond this contract (a committed revision known synchronously, reads
+from memory that are provably current, lists from a watch cache, pausable watches) it declares
+in ``Store.capabilities`` (:class:`StoreCapabilities`); the optional synchronous methods that
+go with each declaration are the Protocols at the end of this module. Callers read the
+declaration, never probe for methods.
 """
 
 from __future__ import annotations
