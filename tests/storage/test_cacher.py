@@ -1,10 +1,10 @@
-"""Tests of the watch cache (``apiserver.storage.cacher``) over both real backends.
+"""Tests of the watch cache (``apiserver.storage.cacher``) over every backend.
 
-The backend-neutral tests run on the conftest's ``backend`` fixture (a SqliteStore on
-``tmp_path`` and an Etcd3Store on the session's etcd). The cacher's own time (bookmarks, the
-waits of ``list_cached``, retries, the turn replays are delivered on) runs on a ``Clock`` the
-test drives; waiting for changes to arrive from a store is event-driven with a real-time
-timeout.
+The backend-neutral tests run on the conftest's ``backend`` fixture (a MemoryStore, a
+SqliteStore on ``tmp_path`` and an Etcd3Store on the session's etcd). The cacher's own time
+(bookmarks, the waits of ``list_cached``, retries, the turn replays are delivered on) runs on
+a ``Clock`` the test drives; waiting for changes to arrive from a store is event-driven with
+a real-time timeout.
 """
 
 from __future__ import annotations
@@ -775,15 +775,17 @@ async def test_paused_watch_overtaken_by_the_ring_is_ended(
 async def test_current_revision_now_is_the_snapshots_revision(
     backend: Backend, prefix: bytes, make_cacher: Any
 ) -> None:
-    """On the embedded store, the revision a current snapshot would report is known without
-    taking it; on etcd (other servers write too) neither is known."""
+    """On a store that declares its committed revision (embedded, in-memory), the revision a
+    current snapshot would report is known without taking it; on etcd (other servers write
+    too) neither is known."""
     store = backend.store
     cacher, _ = await make_cacher(store, [prefix])
     created = await cacher.create(prefix + b"ns/a", b"1")
     await cached(cacher, prefix, created.mod_revision)
     snapshot = cacher.current_snapshot(prefix + b"ns/")
     now = cacher.current_revision_now(prefix + b"ns/")
-    if isinstance(store, SqliteStore):
+    assert cacher.capabilities.current_reads == store.capabilities.committed_revision
+    if store.capabilities.committed_revision:
         assert snapshot is not None and now == snapshot.revision >= created.mod_revision
         second = await cacher.create(prefix + b"ns/b", b"2")
         await cached(cacher, prefix, second.mod_revision)

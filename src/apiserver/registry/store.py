@@ -21,16 +21,21 @@ import orjson
 import yaml
 
 from apiserver.apimachinery import errors
+from apiserver.storage.flowcontrol import MAX_PENDING_PER_WATCHER, pausable_watch
 from apiserver.storage.interface import (
+    CachedLists,
     CompactedError,
     ConflictError,
+    CurrentReads,
     KeyExistsError,
     KeyNotFoundError,
     KeyValue,
+    PausableWatch,
     RangeResult,
     Store,
-    Watch,
     WatchEvent,
+    cached_lists_of,
+    current_reads_of,
 )
 
 Obj = dict[str, Any]
@@ -62,7 +67,14 @@ def metadata(obj: Obj) -> dict[str, Any]:
 
 
 class Registry:
-    """Stores objects of one resource; ``kind``/``api_version`` are written into stored bytes."""
+    """Stores objects of one resource; ``kind``/``api_version`` are written into stored bytes.
+
+    What it reads from memory and how its watches apply back-pressure follows the store's
+    declared ``capabilities`` (``apiserver.storage.interface.StoreCapabilities``), read once
+    here: a store that declares nothing is read through its Deferred methods, and its
+    watches get flow control from ``apiserver.storage.flowcontrol`` (at most
+    ``max_pending_per_watcher`` changes held for a paused watch).
+    """
 
     def __init__(
         self,
@@ -75,8 +87,12 @@ class Registry:
         storage_api_version: str = "v1",
         ttl: Callable[[], int] = lambda: 0,
         media_type: str = "application/json",
+        max_pending_per_watcher: int = MAX_PENDING_PER_WATCHER,
     ) -> None:
         self.store = store
+        self._current: CurrentReads | None = current_reads_of(store)
+        self._cached: CachedLists | None = cached_lists_of(store)
+        self._max_pending = max_pending_per_watcher
         self.base = f"{prefix.rstrip('/')}/{resource}/"
         self.group_resource = group_resource
         self._type_meta = {"kind": storage_kind, "apiVersion": storage_api_version}
@@ -139,15 +155,15 @@ class Registry:
     # --- reads -----------------------------------------------------------------------------
 
     def _current_value(self, key: bytes) -> tuple[bool, KeyValue | None]:
-        fast = getattr(self.store, "current_value", None)
-        if fast is None:
+        current = self._current
+        if current is None:
             return False, None
-        result: tuple[bool, KeyValue | None] = fast(key)
-        return result
+        return current.current_value(key)
 
     def get_now(self, namespace: str, name: str) -> tuple[bool, Obj | None]:
         """(True, object or None when absent) if the store can answer from memory at once
-        (the embedded store's committed state), else (False, None): use :meth:`get`."""
+        (a store declaring ``current_reads``: the watch cache over the embedded store), else
+        (False, None): use :meth:`get`."""
         known, value = self._current_value(self.key(namespace, name))
         if not known:
             return False, None
@@ -177,12 +193,11 @@ class Registry:
 
     def list_revision_now(self, namespace: str | None) -> int | None:
         """The revision a consistent :meth:`list_page` (no start key, no revision) would be
-        read at, when the store knows it at once (the embedded store's cache); else None."""
-        now = getattr(self.store, "current_revision_now", None)
-        if now is None:
+        read at, when the store knows it at once (declared ``current_reads``); else None."""
+        current = self._current
+        if current is None:
             return None
-        revision: int | None = now(self.prefix(namespace))
-        return revision
+        return current.current_revision_now(self.prefix(namespace))
 
     async def current_revision(self) -> int:
         return await self.store.current_revision()
@@ -203,9 +218,8 @@ class Registry:
         ends; ``next_key`` is the key after the last item when more keys remain.
         """
         prefix = self.prefix(namespace)
-        if revision == 0 and not start_key:
-            snapshot = getattr(self.store, "current_snapshot", None)
-            current = snapshot(prefix) if snapshot is not None else None
+        if revision == 0 and not start_key and self._current is not None:
+            current = self._current.current_snapshot(prefix)
             if current is not None:
                 return self._page_from(current, limit, keep, want_remaining)
         items: list[Obj] = []
@@ -242,8 +256,10 @@ class Registry:
             start = last_key + b"\x00"
 
     def can_list_cached(self, namespace: str | None) -> bool:
-        is_cached = getattr(self.store, "is_cached", None)
-        return is_cached is not None and bool(is_cached(self.prefix(namespace)))
+        """Whether :meth:`list_cached` may be used (a store declaring ``cached_lists`` that
+        caches this prefix)."""
+        cached = self._cached
+        return cached is not None and cached.is_cached(self.prefix(namespace))
 
     async def list_cached(
         self,
@@ -260,9 +276,10 @@ class Registry:
         limited page carries a continue token at the cache's revision, whose next page is an
         exact read from the store.
         """
-        result: RangeResult = await self.store.list_cached(  # type: ignore[attr-defined]
-            self.prefix(namespace), min_revision
-        )
+        cached = self._cached
+        if cached is None:
+            raise TypeError("list_cached on a store that does not declare cached_lists")
+        result = await cached.list_cached(self.prefix(namespace), min_revision)
         return self._page_from(result, limit, keep, want_remaining)
 
     def _page_from(
@@ -391,8 +408,14 @@ class Registry:
 
     def watch(
         self, namespace: str | None, start_revision: int, callback: Callable[[WatchEvent], None]
-    ) -> Watch:
-        return self.store.watch(self.prefix(namespace), start_revision, callback)
+    ) -> PausableWatch:
+        """A watch of the namespace (or every namespace) with flow control: the store's own
+        when it declares ``WatchFlowControl.PAUSE`` (the watch cache), else made pausable
+        (``apiserver.storage.flowcontrol``), so a slow client never grows memory without
+        bound, with or without ``--watch-cache``."""
+        return pausable_watch(
+            self.store, self.prefix(namespace), start_revision, callback, self._max_pending
+        )
 
 
 __all__ = [

@@ -11,12 +11,19 @@ conformance suite in ``tests/storage/``.
 All methods return Deferreds and never block the reactor. Keys and values are bytes. Keys are
 full keys as the API layer builds them (for example ``/registry/events/ns/name``); a backend
 does not add a prefix of its own.
+
+What a store guarantees beyond this contract (a committed revision known synchronously, reads
+from memory that are provably current, lists from a watch cache, pausable watches) it declares
+in ``Store.capabilities`` (:class:`StoreCapabilities`); the optional synchronous methods that
+go with each declaration are the Protocols at the end of this module. Callers read the
+declaration, never probe for methods.
 """
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable
-from typing import Protocol, runtime_checkable
+from typing import Protocol, cast, runtime_checkable
 
 import attrs
 from twisted.internet.defer import Deferred
@@ -153,9 +160,64 @@ class Watch(Protocol):
     def cancel(self) -> None: ...
 
 
+class WatchFlowControl(enum.Enum):
+    """How a store's watches keep a slow consumer from growing memory without bound."""
+
+    #: Changes are delivered as fast as the store produces them; the consumer has no way to
+    #: slow them down (the registry adds flow control, ``apiserver.storage.flowcontrol``).
+    NONE = "none"
+    #: Every watch is also an ``IPushProducer`` (:class:`PausableWatch`): ``pauseProducing``
+    #: holds delivery back, ``resumeProducing`` delivers what waited, and a watch that falls
+    #: too far behind is ended (``done`` fires None), as kube-apiserver's cacher closes
+    #: watchers that do not keep up (k8s.io/apiserver/pkg/storage/cacher/cache_watcher.go).
+    PAUSE = "pause"
+
+
+@attrs.frozen
+class StoreCapabilities:
+    """What a store guarantees beyond the :class:`Store` contract, declared, never probed.
+
+    Read consistency and watch back-pressure depend on these guarantees, so the registry and
+    the watch cache read this declaration and nothing else: they never ask a store with
+    ``getattr`` or ``hasattr`` which methods it happens to have. The danger this prevents: the
+    etcd backend gaining, say, a ``committed_revision`` method (for a metric) must not make
+    servers that share one etcd serve stale reads from their watch caches. A method that
+    exists without its declaration is never called; a declaration without its method fails
+    ``tests/storage/test_capabilities.py``.
+
+    kube-apiserver's cacher makes the same choice: with ``ConsistentListFromCache`` it serves
+    a consistent list from memory only after asking etcd for the current revision and
+    waiting until the cache has reached it (k8s.io/apiserver/pkg/storage/cacher/cacher.go,
+    ``GetList``), because other apiservers write to the same etcd.
+    """
+
+    #: The store knows, synchronously, its newest committed revision, and every change up to
+    #: it has already been delivered to this process's watches (:class:`CommittedRevision`).
+    #: Only a store whose every writer is in this process may declare it (the embedded SQLite
+    #: store, the in-memory store); the etcd backend never does, since other servers write
+    #: to the same etcd and no revision this process knows is the cluster's.
+    committed_revision: bool = False
+    #: The store answers reads synchronously from memory when it can prove them current
+    #: (:class:`CurrentReads`): the watch cache over a store with ``committed_revision``.
+    current_reads: bool = False
+    #: The store serves lists from a watch cache (:class:`CachedLists`), as kube-apiserver's
+    #: cacher serves ``resourceVersion=0`` and NotOlderThan lists.
+    cached_lists: bool = False
+    #: How watches apply back-pressure to a slow consumer.
+    watch_flow_control: WatchFlowControl = WatchFlowControl.NONE
+
+
 @runtime_checkable
 class Store(Protocol):
-    """A revisioned key-value store with compare-and-swap, ranges, watches and TTLs."""
+    """A revisioned key-value store with compare-and-swap, ranges, watches and TTLs.
+
+    ``capabilities`` declares what it guarantees beyond this contract; each declared
+    capability comes with the synchronous methods of its Protocol below
+    (:class:`CommittedRevision`, :class:`CurrentReads`, :class:`CachedLists`), and the
+    store's watches are :class:`PausableWatch` when it declares ``WatchFlowControl.PAUSE``.
+    """
+
+    capabilities: StoreCapabilities
 
     def start(self) -> Deferred[None]:
         """Open connections, create the schema; fires when the store can serve."""
@@ -229,3 +291,70 @@ class Store(Protocol):
 
     def check_ready(self, timeout: float) -> Deferred[None]:
         """Like check_health, for readiness (kube-apiserver's ``etcd-readiness``)."""
+
+
+# --- what a store declares in its capabilities --------------------------------------------
+
+
+@runtime_checkable
+class PausableWatch(Watch, Protocol):
+    """A watch that is also a Twisted ``IPushProducer`` (``WatchFlowControl.PAUSE``)."""
+
+    def pauseProducing(self) -> None:
+        """Hold delivery back until ``resumeProducing``."""
+
+    def resumeProducing(self) -> None:
+        """Deliver what waited (in order), then go on delivering."""
+
+    def stopProducing(self) -> None:
+        """The consumer is gone: cancel the watch."""
+
+
+@runtime_checkable
+class CommittedRevision(Protocol):
+    """Declared by ``StoreCapabilities.committed_revision``."""
+
+    def committed_revision(self) -> int:
+        """The newest committed revision; every change up to it has been delivered to this
+        process's watches. Synchronous, so a watch cache can prove itself current."""
+
+
+@runtime_checkable
+class CurrentReads(Protocol):
+    """Declared by ``StoreCapabilities.current_reads``: synchronous reads that answer only
+    when the answer is provably the latest committed state, and say so."""
+
+    def current_value(self, key: bytes) -> tuple[bool, KeyValue | None]:
+        """(True, value or None if absent) when known to be current, else (False, None)."""
+
+    def current_snapshot(self, prefix: bytes) -> RangeResult | None:
+        """Every key under ``prefix`` when known to be current, else None."""
+
+    def current_revision_now(self, prefix: bytes) -> int | None:
+        """The revision ``current_snapshot(prefix)`` would report, else None."""
+
+
+@runtime_checkable
+class CachedLists(Protocol):
+    """Declared by ``StoreCapabilities.cached_lists``."""
+
+    def is_cached(self, prefix: bytes) -> bool:
+        """Whether ``list_cached`` of ``prefix`` is served from memory."""
+
+    def list_cached(self, prefix: bytes, min_revision: int = 0) -> Deferred[RangeResult]:
+        """Every key under ``prefix`` at a revision not older than ``min_revision``."""
+
+
+def committed_revision_of(store: Store) -> CommittedRevision | None:
+    """``store`` as a :class:`CommittedRevision` if it declares the capability, else None."""
+    return cast(CommittedRevision, store) if store.capabilities.committed_revision else None
+
+
+def current_reads_of(store: Store) -> CurrentReads | None:
+    """``store`` as :class:`CurrentReads` if it declares the capability, else None."""
+    return cast(CurrentReads, store) if store.capabilities.current_reads else None
+
+
+def cached_lists_of(store: Store) -> CachedLists | None:
+    """``store`` as :class:`CachedLists` if it declares the capability, else None."""
+    return cast(CachedLists, store) if store.capabilities.cached_lists else None

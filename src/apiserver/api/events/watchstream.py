@@ -23,7 +23,7 @@ from apiserver.api.events.tables import partial_object, table_for
 from apiserver.http.coalesce import WriteCoalescer
 from apiserver.http.status import status_body
 from apiserver.registry.store import Obj, Registry, metadata
-from apiserver.storage.interface import CompactedError, Watch, WatchEvent
+from apiserver.storage.interface import CompactedError, PausableWatch, WatchEvent
 
 log = Logger()
 
@@ -98,7 +98,7 @@ class WatchStream:
         self.lifecycle = lifecycle
         self.encoded = encoded
         self._plain_json = out.kind == "json"
-        self.watch: Watch | None = None
+        self.watch: PausableWatch | None = None
         self.timer: IDelayedCall | None = None
         self.ended = False
         self._columns_sent = False
@@ -140,9 +140,10 @@ class WatchStream:
             return
         self.watch = self.registry.watch(self.namespace, start_revision, self._on_event)
         self.watch.done.addCallbacks(self._watch_ended, self._watch_failed)
-        if hasattr(self.watch, "pauseProducing") and not self.ended:
-            # Flow control: the watch cache pauses this watcher while the connection's buffer
-            # is full and drops it once it falls too far behind (bounded memory).
+        if not self.ended:
+            # Flow control: every registry watch pauses while the connection's buffer is full
+            # and is ended once it falls too far behind (bounded memory), from the watch cache
+            # or, with --watch-cache=false, apiserver.storage.flowcontrol.
             self.request.registerProducer(self.watch, True)
         if not self.ended:
             self.timer = self.clock.callLater(self.timeout, self.end)
@@ -285,11 +286,10 @@ class WatchStream:
             self.timer.cancel()
         if self.watch is not None:
             watch, self.watch = self.watch, None
-            if hasattr(watch, "pauseProducing"):
-                try:
-                    self.request.unregisterProducer()
-                except Exception:
-                    pass
+            try:
+                self.request.unregisterProducer()
+            except Exception:
+                pass
             watch.cancel()
         if self.lifecycle is not None:
             self.lifecycle.remove_watch(self)

@@ -59,15 +59,21 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
+from apiserver.storage.flowcontrol import MAX_PENDING_PER_WATCHER, pausable_watch
 from apiserver.storage.interface import (
+    CommittedRevision,
     CompactedError,
     KeyValue,
+    PausableWatch,
     RangeResult,
     StorageTimeoutError,
     Store,
+    StoreCapabilities,
     UnavailableError,
     Watch,
     WatchEvent,
+    WatchFlowControl,
+    committed_revision_of,
     prefix_end,
 )
 
@@ -661,6 +667,12 @@ class Cacher:
     from a past revision; ``bookmark_interval`` 0 disables bookmarks;
     ``max_pending_per_watcher`` bounds how far a paused watch may fall behind (see
     :class:`CacheWatch`). Callbacks run on the reactor thread and must not block.
+
+    Capabilities: every watch is pausable (a watch of a prefix no cache covers gets
+    ``apiserver.storage.flowcontrol``'s flow control over the store's watch), lists are served
+    from the cache, and the synchronous current reads (:meth:`current_value`,
+    :meth:`current_snapshot`, :meth:`current_revision_now`) are declared only when the wrapped
+    store declares ``committed_revision``: only then can the cache prove it is current.
     """
 
     def __init__(
@@ -671,7 +683,7 @@ class Cacher:
         *,
         window: int = 10000,
         bookmark_interval: float = 60.0,
-        max_pending_per_watcher: int = 1000,
+        max_pending_per_watcher: int = MAX_PENDING_PER_WATCHER,
     ) -> None:
         if window < 1:
             raise ValueError(f"window must be at least 1, got {window}")
@@ -683,7 +695,15 @@ class Cacher:
             if not isinstance(p, bytes) or not p:
                 raise ValueError(f"cached prefixes are non-empty bytes, got {p!r}")
         self._store = store
+        #: Set only when the store declares it (never probed: see StoreCapabilities).
+        self._committed: CommittedRevision | None = committed_revision_of(store)
+        self.capabilities = StoreCapabilities(
+            current_reads=self._committed is not None,
+            cached_lists=True,
+            watch_flow_control=WatchFlowControl.PAUSE,
+        )
         self._clock = clock
+        self._max_pending = max_pending_per_watcher
         self._bookmark_interval = bookmark_interval
         # Longest first, so the most specific cached prefix serves a watch.
         ordered = sorted(set(prefixes), key=len, reverse=True)
@@ -777,16 +797,16 @@ class Cacher:
     def _current_cache(self, key: bytes) -> _PrefixCache | None:
         """The cache serving ``key`` when it provably has every committed write, else None.
 
-        Only for stores that tell their committed revision synchronously (the embedded one:
-        all writers are in this process and watchers hear of a commit before the writer
-        does). None means "read the store": the cache is behind, not ready, or the store
-        cannot say (etcd, where other servers write too).
+        Only for stores that declare ``committed_revision`` (the embedded one: all writers are
+        in this process and watchers hear of a commit before the writer does). None means
+        "read the store": the cache is behind, not ready, or the store does not declare it
+        (etcd, where other servers write too).
         """
-        committed = getattr(self._store, "committed_revision", None)
+        committed = self._committed
         if committed is None:
             return None
         cache = self._cache_for(key)
-        if cache is None or not cache.ready or cache.revision < committed():
+        if cache is None or not cache.ready or cache.revision < committed.committed_revision():
             return None
         return cache
 
@@ -827,7 +847,7 @@ class Cacher:
         prefix: bytes,
         start_revision: int,
         callback: Callable[[WatchEvent], None],
-    ) -> Watch:
+    ) -> PausableWatch:
         """Like ``Store.watch``; from the cache for a cached prefix (see :class:`CacheWatch`),
         which also delivers BOOKMARK events. Before the first list is loaded (or while the
         prefix is listed again) the watch waits and starts once the cache is ready."""
@@ -835,7 +855,7 @@ class Cacher:
             raise TypeError(f"keys are bytes, got {type(prefix).__name__}")
         cache = self._cache_for(prefix)
         if cache is None:
-            return self._store.watch(prefix, start_revision, callback)
+            return pausable_watch(self._store, prefix, start_revision, callback, self._max_pending)
         return cache.watch(prefix, start_revision, callback)
 
     def list_cached(self, prefix: bytes, min_revision: int = 0) -> Deferred[RangeResult]:

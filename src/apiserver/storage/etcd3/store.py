@@ -45,6 +45,7 @@ from apiserver.storage.interface import (
     KeyValue,
     RangeResult,
     StorageError,
+    StoreCapabilities,
     WatchEvent,
 )
 
@@ -65,7 +66,15 @@ class Etcd3Store:
     ``max_keys_per_lease`` tune lease reuse (``--lease-reuse-duration-seconds``),
     ``compaction_interval`` is ``--etcd-compaction-interval`` in seconds (0 disables),
     ``request_timeout`` bounds every request, ``health_key`` is the key the health checks read.
+
+    Capabilities: none. Other API servers write to the same etcd, so no revision this process
+    knows is the cluster's committed revision, and a watch cache in front of this store can
+    never prove itself current: it must never declare ``committed_revision`` (see
+    :class:`~apiserver.storage.interface.StoreCapabilities`). Watch streams deliver as etcd
+    sends (no pause; the registry adds flow control).
     """
+
+    capabilities = StoreCapabilities()
 
     def __init__(
         self,

@@ -47,6 +47,7 @@ from apiserver.storage.interface import (
     KeyValue,
     RangeResult,
     StorageError,
+    StoreCapabilities,
     UnavailableError,
     WatchEvent,
     prefix_end,
@@ -133,7 +134,14 @@ class MemoryStore:
     ``twisted.internet.task.Clock``). ``compaction_interval`` (seconds, 0: off) compacts, every
     interval, to the revision seen one interval earlier, as kube-apiserver's compactor
     (k8s.io/apiserver/pkg/storage/etcd3/compact.go) does.
+
+    Capabilities: the same as the embedded SQLite store's (so in-process tests take the code
+    paths a default server takes): every write is in this process and reaches the watches
+    before its caller hears of it, so :meth:`committed_revision` is known synchronously;
+    watches deliver as writes happen (no pause).
     """
+
+    capabilities = StoreCapabilities(committed_revision=True)
 
     def __init__(self, clock: IReactorTime, *, compaction_interval: float = 0.0) -> None:
         self._clock = clock

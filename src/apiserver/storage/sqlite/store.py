@@ -57,6 +57,7 @@ from apiserver.storage.interface import (
     RangeResult,
     StorageError,
     StorageTimeoutError,
+    StoreCapabilities,
     UnavailableError,
     WatchEvent,
     prefix_end,
@@ -533,7 +534,13 @@ class SqliteStore:
     and ``<path>.lock`` live beside it). ``reactor`` provides threads and callFromThread;
     ``clock`` (default: ``reactor``) runs the TTL sweeper, the periodic compactor and the
     health check timeouts. ``compaction_interval`` 0 disables periodic compaction.
+
+    Capabilities: the writer is in this process and a commit reaches the watches before its
+    writer is answered, so the store knows its committed revision synchronously
+    (:meth:`committed_revision`). Watches deliver as commits happen (no pause).
     """
+
+    capabilities = StoreCapabilities(committed_revision=True)
 
     def __init__(
         self,
