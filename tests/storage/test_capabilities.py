@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
-from twisted.internet import reactor
 from twisted.internet.defer import Deferred
 from twisted.internet.task import Clock
+from twisted.internet.testing import MemoryReactorClock
 from twisted.python.failure import Failure
 
 from apiserver.apimachinery import errors
@@ -72,7 +72,7 @@ def test_memory_store_declarations() -> None:
 
 
 def test_sqlite_store_declarations(tmp_path: Path) -> None:
-    store = SqliteStore(str(tmp_path / "db"), reactor=reactor, clock=Clock())
+    store = SqliteStore(str(tmp_path / "db"), reactor=MemoryReactorClock(), clock=Clock())
     check_declarations(store)
     assert store.capabilities == StoreCapabilities(committed_revision=True)
 
@@ -80,7 +80,7 @@ def test_sqlite_store_declarations(tmp_path: Path) -> None:
 def test_etcd_store_never_declares_a_cache_provably_current() -> None:
     # Other API servers write to the same etcd: no revision this process knows is the
     # cluster's committed one, so nothing may treat a cache in front of it as current.
-    store = Etcd3Store(["http://127.0.0.1:1"], reactor, compaction_interval=0)
+    store = Etcd3Store(["http://127.0.0.1:1"], MemoryReactorClock(), compaction_interval=0)
     check_declarations(store)
     assert not store.capabilities.committed_revision
     assert not store.capabilities.current_reads

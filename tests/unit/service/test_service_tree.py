@@ -23,7 +23,13 @@ from apiserver.healthz import render_endpoint
 from apiserver.options import ServerConfig
 from apiserver.server import Server
 from apiserver.service.serving import ServingCertService
-from apiserver.storage.interface import KeyNotFoundError, KeyValue, RangeResult, WatchEvent
+from apiserver.storage.interface import (
+    KeyNotFoundError,
+    KeyValue,
+    RangeResult,
+    StoreCapabilities,
+    WatchEvent,
+)
 from apiserver.tls.selfsigned import ensure_self_signed
 
 ORDER = [
@@ -60,6 +66,9 @@ class StubWatch:
 
 class StubStore:
     """An empty store that answers at once, with no thread and no timer."""
+
+    #: It guarantees nothing beyond the Store contract.
+    capabilities = StoreCapabilities()
 
     def __init__(self) -> None:
         self.log: list[str] = []
