@@ -73,7 +73,7 @@ from apiserver.http.info_routes import index_handler, version_handler
 from apiserver.http.response import Response
 from apiserver.http.site import ApiSite
 from apiserver.logs import LogFlushService
-from apiserver.metrics import Metrics, StorageMetricsPoller, file_size
+from apiserver.metrics import Metrics, StorageMetricsPoller
 from apiserver.openapi import install_openapi
 from apiserver.options import ServerConfig, ineffective_flags
 from apiserver.registry.store import Registry
@@ -191,7 +191,7 @@ class Server:
                     os.makedirs(data_dir, exist_ok=True)
 
         else:
-            backend = "etcd" if type(store).__name__.startswith("Etcd") else "sqlite"
+            backend = store.kind
         self.cacher = make_cacher(config, store, clock)
         self.store_service = StoreService(store, clock, prepare=prepare)
         self.cacher_service = (
@@ -263,7 +263,7 @@ class Server:
             self.metrics,
             clock,
             count=lambda: self.store.count(self.store_prefix_events()),
-            db_size=self._db_size(store, backend),
+            db_size=store.db_size,
             endpoint=",".join(events_servers(config)) or config.data_dir,
             count_period=config.store_count_metric_poll_period,
             db_period=config.store_db_metric_poll_interval,
@@ -387,12 +387,6 @@ class Server:
 
     def store_prefix_events(self) -> bytes:
         return (self.config.store_prefix.rstrip("/") + "/events/").encode()
-
-    @staticmethod
-    def _db_size(store: Store, backend: str) -> Any:
-        if backend == "etcd":
-            return getattr(store, "db_size", lambda: None)
-        return file_size(getattr(store, "_path", ""))
 
     def _paths(self) -> list[str]:
         return [*self.router.paths(), *all_paths(self.health)]

@@ -559,6 +559,19 @@ async def test_health_checks(store: Store) -> None:
     await store.check_ready(5.0)
 
 
+@pytest_twisted.ensureDeferred
+async def test_kind_and_db_size(store: Store, prefix: bytes) -> None:
+    """The backend names itself (its health check's name) and reports its size on disk:
+    a number that grows with data for the backends that keep a database, None for memory."""
+    assert store.kind in ("etcd", "sqlite", "memory")
+    await store.create(prefix + b"sized", b"x" * 4096)
+    size = await store.db_size()
+    if store.kind == "memory":
+        assert size is None
+    else:
+        assert isinstance(size, int) and size > 4096
+
+
 # --- a random history against a model -----------------------------------------------------
 
 

@@ -10,7 +10,6 @@ format; ``--disabled-metrics`` names are never registered, as in component-base.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -249,7 +248,7 @@ class StorageMetricsPoller:
         clock: IReactorTime,
         *,
         count: Callable[[], Deferred[int]],
-        db_size: Callable[[], Deferred[int] | int | None],
+        db_size: Callable[[], Deferred[int | None]],
         endpoint: str,
         count_period: float,
         db_period: float,
@@ -299,18 +298,3 @@ class StorageMetricsPoller:
         d.addCallback(record)
         d.addErrback(lambda f: log.debug("db size failed: {e}", e=f.getErrorMessage()))
         return d
-
-
-def file_size(path: str) -> Callable[[], int | None]:
-    """The embedded store's size on disk: the database file plus its WAL."""
-
-    def size() -> int | None:
-        total = 0
-        for suffix in ("", "-wal"):
-            try:
-                total += os.path.getsize(path + suffix)
-            except OSError:
-                continue
-        return total
-
-    return size

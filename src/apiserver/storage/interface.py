@@ -219,6 +219,11 @@ class Store(Protocol):
 
     capabilities: StoreCapabilities
 
+    @property
+    def kind(self) -> str:
+        """The backend's name, which is also its health check's (``etcd``, ``sqlite``,
+        ``memory``): kube-apiserver names its store check after the backend."""
+
     def start(self) -> Deferred[None]:
         """Open connections, create the schema; fires when the store can serve."""
 
@@ -291,6 +296,11 @@ class Store(Protocol):
 
     def check_ready(self, timeout: float) -> Deferred[None]:
         """Like check_health, for readiness (kube-apiserver's ``etcd-readiness``)."""
+
+    def db_size(self) -> Deferred[int | None]:
+        """The bytes the backend holds on disk, or None when it has no such figure, for the
+        ``apiserver_storage_db_total_size_in_bytes`` metric (kube-apiserver asks etcd's
+        maintenance status, k8s.io/apiserver/pkg/storage/etcd3/store.go ``Stats``)."""
 
 
 # --- what a store declares in its capabilities --------------------------------------------

@@ -69,6 +69,7 @@ class StubStore:
 
     #: It guarantees nothing beyond the Store contract.
     capabilities = StoreCapabilities()
+    kind = "sqlite"
 
     def __init__(self) -> None:
         self.log: list[str] = []
@@ -80,6 +81,9 @@ class StubStore:
 
     def stop(self) -> Deferred[None]:
         self.log.append("stop")
+        return defer.succeed(None)
+
+    def db_size(self) -> Deferred[int | None]:
         return defer.succeed(None)
 
     def current_revision(self) -> Deferred[int]:

@@ -935,3 +935,11 @@ class Cacher:
 
     def check_ready(self, timeout: float) -> Deferred[None]:
         return self._store.check_ready(timeout)
+
+    def db_size(self) -> Deferred[int | None]:
+        return self._store.db_size()
+
+    @property
+    def kind(self) -> str:
+        """The wrapped backend's name."""
+        return self._store.kind

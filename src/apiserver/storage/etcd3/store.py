@@ -75,6 +75,7 @@ class Etcd3Store:
     """
 
     capabilities = StoreCapabilities()
+    kind = "etcd"
 
     def __init__(
         self,
@@ -400,7 +401,7 @@ class Etcd3Store:
 
     # -- health -------------------------------------------------------------------------------
 
-    def db_size(self) -> Deferred[int]:
+    def db_size(self) -> Deferred[int | None]:
         """The database size etcd reports (``/v3/maintenance/status`` ``dbSize``), for the
         ``apiserver_storage_db_total_size_in_bytes`` metric."""
         d = self._gateway.call("/v3/maintenance/status", {}, idempotent=True)

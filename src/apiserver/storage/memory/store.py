@@ -142,6 +142,7 @@ class MemoryStore:
     """
 
     capabilities = StoreCapabilities(committed_revision=True)
+    kind = "memory"
 
     def __init__(self, clock: IReactorTime, *, compaction_interval: float = 0.0) -> None:
         self._clock = clock
@@ -465,6 +466,10 @@ class MemoryStore:
 
     def check_ready(self, timeout: float) -> Deferred[None]:
         return self.check_health(timeout)
+
+    def db_size(self) -> Deferred[int | None]:
+        """Nothing is on disk."""
+        return defer.succeed(None)
 
     # -- timers -----------------------------------------------------------------------------
 

@@ -541,6 +541,7 @@ class SqliteStore:
     """
 
     capabilities = StoreCapabilities(committed_revision=True)
+    kind = "sqlite"
 
     def __init__(
         self,
@@ -922,6 +923,17 @@ class SqliteStore:
         if self._thread is None or not self._thread.is_alive():
             return defer.fail(UnavailableError("sqlite writer thread is not running"))
         return self._timed(self._read(_read_ping), timeout)
+
+    def db_size(self) -> Deferred[int | None]:
+        """The database file and its write-ahead log (two ``stat`` calls, cheap enough for the
+        reactor thread)."""
+        total = 0
+        for suffix in ("", "-wal"):
+            try:
+                total += os.path.getsize(self._path + suffix)
+            except OSError:
+                continue
+        return defer.succeed(total)
 
     # -- timers -----------------------------------------------------------------------------
 
