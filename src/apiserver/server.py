@@ -39,7 +39,8 @@ from apiserver.healthz import (
     render_endpoint,
     render_single,
 )
-from apiserver.http.app import App, RequestInfo, Router, ServingPolicy
+from apiserver.http.app import RequestInfo, Router, ServingPolicy
+from apiserver.http.chain import build_handler_chain
 from apiserver.http.h2 import configure_http2
 from apiserver.http.info_routes import index_handler, version_handler
 from apiserver.http.response import Response
@@ -203,10 +204,15 @@ class Server:
             stop_process=self._stop_process,
             on_initiated=self.shutdown_check.initiate,
         )
-        self.app = App(self.router, clock, policy, self.lifecycle)
-        self.app.auth = build_auth(config, reactor, self.store)
         self.metrics = Metrics(disabled=config.disabled_metrics or ())
-        self.app.metrics = self.metrics
+        self.app = build_handler_chain(
+            self.router,
+            clock,
+            policy,
+            gate=self.lifecycle,
+            metrics=self.metrics,
+            auth=build_auth(config, reactor, self.store),
+        )
         self.router.add("/metrics", self.metrics.handler(profiling=bool(config.profiling)))
         self.storage_metrics = StorageMetricsPoller(
             self.metrics,
