@@ -18,7 +18,7 @@ kube-apiserver's handlers take Go's ``*http.Request`` and ``http.ResponseWriter`
 
 from __future__ import annotations
 
-from typing import IO, Protocol
+from typing import IO, TYPE_CHECKING, Protocol
 
 from twisted.internet.defer import Deferred
 from twisted.web.http_headers import Headers
@@ -102,3 +102,15 @@ class HTTPRequest(Protocol):
 
     def unregisterProducer(self) -> None:
         """Undo :meth:`registerProducer`."""
+
+
+if TYPE_CHECKING:
+    # mypy checks that the three request classes satisfy the contract (the unit test
+    # tests/unit/http/test_request_contract.py checks it at run time).
+    from twisted.web.server import Request as _TwistedRequest
+
+    from apiserver.http.h1request import H1Request
+    from apiserver.http.h2request import H2Request
+
+    def _conforms(h1: H1Request, h2: H2Request, twisted: _TwistedRequest) -> list[HTTPRequest]:
+        return [h1, h2, twisted]
