@@ -43,6 +43,7 @@ from apiserver.http.app import RequestInfo, Router, ServingPolicy
 from apiserver.http.chain import build_handler_chain
 from apiserver.http.h2 import configure_http2
 from apiserver.http.info_routes import index_handler, version_handler
+from apiserver.http.request import HTTPRequest
 from apiserver.http.response import Response
 from apiserver.http.site import ApiSite
 from apiserver.metrics import Metrics, StorageMetricsPoller, file_size
@@ -363,7 +364,7 @@ class Server:
     def _health_handler(self, endpoint: str) -> Any:
         health = self.health
 
-        def handle(request: Any, info: RequestInfo) -> Deferred[Response]:
+        def handle(request: HTTPRequest, info: RequestInfo) -> Deferred[Response]:
             return render_endpoint(health, endpoint, info.query)
 
         return handle
@@ -373,7 +374,7 @@ class Server:
         prefix_len = len(endpoint) + 2
         from apiserver.http.status import not_found_text
 
-        def handle(request: Any, info: RequestInfo) -> Deferred[Response] | Response:
+        def handle(request: HTTPRequest, info: RequestInfo) -> Deferred[Response] | Response:
             name = info.path[prefix_len:]
             answer = render_single(health, endpoint, name) if name else None
             return not_found_text() if answer is None else answer

@@ -51,7 +51,11 @@ class HTTPRequest(Protocol):
 
     @property
     def channel(self) -> object:
-        """The connection (HTTP/1.x) or stream (HTTP/2); None once the request is done."""
+        """The connection (HTTP/1.x) or stream (HTTP/2), while the request is served.
+
+        Afterwards it is None, or absent: twisted.web's ``Request`` deletes it when the
+        response is done (``apiserver.tls.peercert`` reads it with ``getattr`` for that reason).
+        """
 
     @property
     def transport(self) -> object:

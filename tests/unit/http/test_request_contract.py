@@ -11,6 +11,8 @@ import types
 from io import BytesIO
 
 import pytest
+from tests.unit.api_events.test_watchstream_coalesce import FakeRequest as WatchFakeRequest
+from tests.unit.authn.authn_helpers import FakeRequest as AuthnFakeRequest
 from tests.unit.fake_request import FakeRequest
 from twisted.web.http_headers import Headers
 from twisted.web.server import Request as TwistedRequest
@@ -50,9 +52,16 @@ def twisted() -> TwistedRequest:
     return ApiRequest(DummyChannel())
 
 
-def typed(a: H1Request, b: H2Request, c: TwistedRequest, d: FakeRequest) -> list[HTTPRequest]:
+def typed(
+    a: H1Request,
+    b: H2Request,
+    c: TwistedRequest,
+    d: FakeRequest,
+    e: AuthnFakeRequest,
+    f: WatchFakeRequest,
+) -> list[HTTPRequest]:
     """mypy: each class is an HTTPRequest."""
-    return [a, b, c, d]
+    return [a, b, c, d, e, f]
 
 
 def test_the_protocol_names_what_the_application_uses() -> None:
@@ -62,11 +71,30 @@ def test_the_protocol_names_what_the_application_uses() -> None:
 
 @pytest.mark.parametrize(
     "make",
-    [h1, h2, twisted, lambda: TwistedRequest(DummyChannel()), lambda: FakeRequest()],
-    ids=["H1Request", "H2Request", "ApiRequest", "twisted.web.server.Request", "FakeRequest"],
+    [
+        h1,
+        h2,
+        twisted,
+        lambda: TwistedRequest(DummyChannel()),
+        FakeRequest,
+        AuthnFakeRequest,
+        WatchFakeRequest,
+    ],
+    ids=[
+        "H1Request",
+        "H2Request",
+        "ApiRequest",
+        "twisted.web.server.Request",
+        "FakeRequest",
+        "authn_helpers.FakeRequest",
+        "test_watchstream_coalesce.FakeRequest",
+    ],
 )
 def test_every_request_class_has_every_member(make: object) -> None:
     request = make()  # type: ignore[operator]
     missing = [name for name in MEMBERS if not hasattr(request, name)]
     assert missing == []
-    assert all(isinstance(r, object) for r in typed(h1(), h2(), twisted(), FakeRequest()))
+    assert (
+        len(typed(h1(), h2(), twisted(), FakeRequest(), AuthnFakeRequest(), WatchFakeRequest()))
+        == 6
+    )

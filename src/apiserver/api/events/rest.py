@@ -37,6 +37,7 @@ from apiserver.apimachinery.names import generate_name
 from apiserver.apimachinery.uid import new_uuid
 from apiserver.http.app import STREAMING, RequestInfo, header_value
 from apiserver.http.coalesce import WriteCoalescer
+from apiserver.http.request import HTTPRequest
 from apiserver.http.response import Response
 from apiserver.registry import codec
 from apiserver.registry.store import Obj, Registry, metadata
@@ -146,7 +147,7 @@ class EventsAPI:
 
     # --- dispatch ------------------------------------------------------------------------
 
-    def handle(self, request: Any, info: RequestInfo) -> Response | Deferred[Any] | object:
+    def handle(self, request: HTTPRequest, info: RequestInfo) -> Response | Deferred[Any] | object:
         target = parse_target(info.path)
         if target is None:
             return errors.StatusError(
@@ -203,7 +204,9 @@ class EventsAPI:
 
     # --- shared pieces ---------------------------------------------------------------------
 
-    def _output(self, request: Any, info: RequestInfo, *, is_list: bool, is_watch: bool) -> Any:
+    def _output(
+        self, request: HTTPRequest, info: RequestInfo, *, is_list: bool, is_watch: bool
+    ) -> Any:
         accept = header_value(request, b"accept") or None
         key = (accept, is_list, is_watch)
         known = self._outputs.get(key)
@@ -216,18 +219,18 @@ class EventsAPI:
             self._outputs[key] = out
         return out
 
-    def _plain_json(self, request: Any, info: RequestInfo, out: Any) -> bool:
+    def _plain_json(self, request: HTTPRequest, info: RequestInfo, out: Any) -> bool:
         """Whether ``out`` is compact JSON: the form answered with cached bytes."""
         return bool(out.kind == "json" and not self._pretty(request, info, out))
 
-    def _pretty(self, request: Any, info: RequestInfo, out: Any = None) -> bool:
+    def _pretty(self, request: HTTPRequest, info: RequestInfo, out: Any = None) -> bool:
         if out is not None and getattr(out, "pretty", False):
             return True
         return negotiation.wants_pretty(info.query, header_value(request, b"user-agent"))
 
     def _respond(
         self,
-        request: Any,
+        request: HTTPRequest,
         info: RequestInfo,
         code: int,
         obj: Any,
@@ -247,7 +250,7 @@ class EventsAPI:
 
     def _render_object(
         self,
-        request: Any,
+        request: HTTPRequest,
         info: RequestInfo,
         code: int,
         internal: Obj,
@@ -275,7 +278,9 @@ class EventsAPI:
             body = to_v1(internal)
         return self._respond(request, info, code, body, out, list(warnings))
 
-    def _decode_body(self, request: Any, field_validation: str) -> tuple[Obj, list[str], bytes]:
+    def _decode_body(
+        self, request: HTTPRequest, field_validation: str
+    ) -> tuple[Obj, list[str], bytes]:
         fmt = negotiation.negotiate_body(header_value(request, b"content-type") or None)
         raw = request.content.read() if request.content is not None else b""
         obj = decode_document(raw, fmt)
@@ -320,14 +325,14 @@ class EventsAPI:
                 f'{KIND} in version "{VERSION}" cannot be handled as a {KIND}: {error}'
             ) from None
 
-    def _manager(self, request: Any, opts: Any) -> str:
+    def _manager(self, request: HTTPRequest, opts: Any) -> str:
         return request_options.field_manager_or_user_agent(
             opts.field_manager or "", header_value(request, b"user-agent")
         )
 
     # --- get -----------------------------------------------------------------------------
 
-    async def get(self, request: Any, info: RequestInfo, target: Target) -> Response:
+    async def get(self, request: HTTPRequest, info: RequestInfo, target: Target) -> Response:
         assert target.namespace is not None and target.name is not None
         rv = _query_str(info.query, b"resourceVersion")
         if rv not in ("", "0"):
@@ -338,7 +343,7 @@ class EventsAPI:
         obj = await self.registry.get(target.namespace, target.name)
         return self._render_object(request, info, 200, obj, stored=True)
 
-    def _get_now(self, request: Any, info: RequestInfo, target: Target) -> Response | None:
+    def _get_now(self, request: HTTPRequest, info: RequestInfo, target: Target) -> Response | None:
         """A GET answered without a coroutine when the store knows the object at once (the
         embedded store's committed state: the answer :meth:`get` would give); else None."""
         assert target.namespace is not None and target.name is not None
@@ -356,7 +361,7 @@ class EventsAPI:
 
     # --- create ----------------------------------------------------------------------------
 
-    async def create(self, request: Any, info: RequestInfo, target: Target) -> Response:
+    async def create(self, request: HTTPRequest, info: RequestInfo, target: Target) -> Response:
         assert target.namespace is not None
         opts = request_options.parse_write_options(info.query)
         request_options.validate_create_options(opts)
@@ -426,7 +431,7 @@ class EventsAPI:
 
     # --- update ----------------------------------------------------------------------------
 
-    async def update(self, request: Any, info: RequestInfo, target: Target) -> Response:
+    async def update(self, request: HTTPRequest, info: RequestInfo, target: Target) -> Response:
         assert target.namespace is not None and target.name is not None
         opts = request_options.parse_write_options(info.query)
         request_options.validate_update_options(opts)
@@ -505,7 +510,7 @@ class EventsAPI:
 
     # --- patch -----------------------------------------------------------------------------
 
-    async def patch(self, request: Any, info: RequestInfo, target: Target) -> Response:
+    async def patch(self, request: HTTPRequest, info: RequestInfo, target: Target) -> Response:
         assert target.namespace is not None and target.name is not None
         patch_type = negotiation.patch_type(header_value(request, b"content-type") or None)
         opts = request_options.parse_write_options(info.query)
@@ -558,7 +563,7 @@ class EventsAPI:
 
     # --- delete ----------------------------------------------------------------------------
 
-    def _delete_options(self, request: Any, info: RequestInfo) -> Any:
+    def _delete_options(self, request: HTTPRequest, info: RequestInfo) -> Any:
         raw = request.content.read() if request.content is not None else b""
         fmt = "json"
         if raw.strip():
@@ -567,7 +572,7 @@ class EventsAPI:
         request_options.validate_delete_options(opts)
         return opts
 
-    async def delete(self, request: Any, info: RequestInfo, target: Target) -> Response:
+    async def delete(self, request: HTTPRequest, info: RequestInfo, target: Target) -> Response:
         assert target.namespace is not None and target.name is not None
         opts = self._delete_options(request, info)
         check = _preconditions(opts)
@@ -589,7 +594,9 @@ class EventsAPI:
         }
         return Response(200, (("Content-Type", "application/json"),), codec.encode_json(body))
 
-    async def delete_collection(self, request: Any, info: RequestInfo, target: Target) -> Response:
+    async def delete_collection(
+        self, request: HTTPRequest, info: RequestInfo, target: Target
+    ) -> Response:
         assert target.namespace is not None
         delete_opts = self._delete_options(request, info)
         list_opts = request_options.parse_list_options(info.query)
@@ -639,7 +646,7 @@ class EventsAPI:
 
         return keep
 
-    async def list_or_watch(self, request: Any, info: RequestInfo, target: Target) -> Any:
+    async def list_or_watch(self, request: HTTPRequest, info: RequestInfo, target: Target) -> Any:
         opts = request_options.parse_list_options(info.query)
         if opts.watch:
             return await self.watch(request, info, target)
@@ -732,7 +739,7 @@ class EventsAPI:
         return self._render_list(request, info, page.items, list_meta, key)
 
     def _kept_list(
-        self, request: Any, info: RequestInfo, key: tuple[int, bytes]
+        self, request: HTTPRequest, info: RequestInfo, key: tuple[int, bytes]
     ) -> Response | None:
         """The kept JSON body for ``key``, if the request wants plain JSON and one is kept."""
         body = self.list_bodies.get(key)
@@ -745,7 +752,7 @@ class EventsAPI:
 
     def _render_list(
         self,
-        request: Any,
+        request: HTTPRequest,
         info: RequestInfo,
         items: list[Obj],
         list_meta: dict[str, Any],
@@ -786,7 +793,7 @@ class EventsAPI:
             }
         return self._respond(request, info, 200, body, out)
 
-    async def watch(self, request: Any, info: RequestInfo, target: Target) -> object:
+    async def watch(self, request: HTTPRequest, info: RequestInfo, target: Target) -> object:
         opts = request_options.parse_list_options(info.query, watch_path=target.watch_path)
         request_options.validate_list_options(opts, is_watch=True)
         opts = request_options.default_watch_list(opts)

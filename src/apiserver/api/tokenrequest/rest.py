@@ -49,6 +49,7 @@ from apiserver.apimachinery.meta_time import format_seconds
 from apiserver.apimachinery.validation import validate_path_segment_name
 from apiserver.auth.authn.serviceaccount import TokenSigner, make_username
 from apiserver.http.app import RequestInfo, header_value
+from apiserver.http.request import HTTPRequest
 from apiserver.http.response import Response
 from apiserver.options.validate import (
     EXPIRATION_EXTENSION_SECONDS,
@@ -338,7 +339,7 @@ class TokenRequestAPI:
     def __init__(self, rest: TokenREST) -> None:
         self.rest = rest
 
-    def handle(self, request: Any, info: RequestInfo) -> Response | Deferred[Any]:
+    def handle(self, request: HTTPRequest, info: RequestInfo) -> Response | Deferred[Any]:
         target = parse_path(info.path)
         if target is None:
             return errors.StatusError(
@@ -357,7 +358,9 @@ class TokenRequestAPI:
 
         return Deferred.fromCoroutine(coro).addErrback(to_status)
 
-    async def create(self, request: Any, info: RequestInfo, namespace: str, name: str) -> Response:
+    async def create(
+        self, request: HTTPRequest, info: RequestInfo, namespace: str, name: str
+    ) -> Response:
         out = negotiation.negotiate_output(
             header_value(request, b"accept") or None,
             is_list=False,
