@@ -20,6 +20,15 @@ from twisted.internet.defer import Deferred, DeferredSemaphore
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
+from apiserver.admission import (
+    CREATE,
+    UPDATE,
+    Admission,
+    Attributes,
+    Operation,
+    run_mutating,
+    run_validating,
+)
 from apiserver.api.events import convert, selection, validation
 from apiserver.api.events.createfields import CreateManagedFields
 from apiserver.api.events.encoding import EncodedEvents, ListBodies
@@ -130,8 +139,11 @@ class EventsAPI:
         lifecycle: Any = None,
         rng: random.Random | None = None,
         list_cached: Callable[[bytes, int], Deferred[Any]] | None = None,
+        admission: Admission | None = None,
     ) -> None:
         self.registry = registry
+        #: Admission between decoding and storage (apiserver.admission); None: none at all.
+        self.admission = admission
         self.clock = clock
         self.min_request_timeout = min_request_timeout
         self.delete_workers = max(1, delete_collection_workers)
@@ -359,6 +371,32 @@ class EventsAPI:
         except errors.StatusError as error:
             return error.response()
 
+    # --- admission -------------------------------------------------------------------------
+
+    @staticmethod
+    def _attributes(
+        operation: Operation,
+        info: RequestInfo,
+        namespace: str,
+        obj: Obj,
+        old: Obj | None = None,
+        dry_run: bool = False,
+    ) -> Attributes:
+        """What admission is told (``admission.NewAttributesRecord`` in the handlers)."""
+        return Attributes(
+            operation,
+            GROUP,
+            VERSION,
+            "events",
+            KIND,
+            namespace,
+            metadata(obj).get("name") or "",
+            obj,
+            old,
+            dry_run=dry_run,
+            user=info.user,
+        )
+
     # --- create ----------------------------------------------------------------------------
 
     async def create(self, request: HTTPRequest, info: RequestInfo, target: Target) -> Response:
@@ -384,6 +422,15 @@ class EventsAPI:
             )
         manager = self._manager(request, opts)
         dry_run = bool(opts.dry_run)
+        admission = self.admission
+        if admission is not None:
+            # Mutating admission sees the decoded object before generateName and the
+            # server-set fields, as in handlers/create.go.
+            await run_mutating(
+                admission,
+                self._attributes(CREATE, info, target.namespace, internal, dry_run=dry_run),
+            )
+            meta = metadata(internal)
         attempts = 8 if meta.get("generateName") and not meta.get("name") else 1
         for attempt in range(attempts):
             # Only metadata is written to from here on (name, uid, timestamps, managedFields,
@@ -393,6 +440,11 @@ class EventsAPI:
             if attempts > 1:
                 cmeta["name"] = generate_name(cmeta["generateName"], self.rng)
             self._prepare_create(candidate, manager)
+            if admission is not None:
+                await run_validating(
+                    admission,
+                    self._attributes(CREATE, info, target.namespace, candidate, dry_run=dry_run),
+                )
             try:
                 created = await self.registry.create(candidate, dry_run=dry_run)
             except errors.StatusError as error:
@@ -440,6 +492,8 @@ class EventsAPI:
         new = self._to_internal(body)
         self._check_identity(new, target)
         manager = self._manager(request, opts)
+        admission = self.admission
+        namespace, dry_run = target.namespace, bool(opts.dry_run)
 
         async def try_update(current: Obj | None) -> Obj:
             candidate = _deep_copy(new)
@@ -448,9 +502,21 @@ class EventsAPI:
                 for key in WIPED_ON_CREATE:
                     meta.pop(key, None)
                 meta.pop("resourceVersion", None)
+                if admission is None:
+                    self._prepare_create(candidate, manager)
+                    return candidate
+                attributes = self._attributes(CREATE, info, namespace, candidate, None, dry_run)
+                await run_mutating(admission, attributes)
                 self._prepare_create(candidate, manager)
+                await run_validating(admission, attributes)
                 return candidate
-            return self._prepare_update(candidate, current, manager, check_rv=True)
+            if admission is None:
+                return self._prepare_update(candidate, current, manager, check_rv=True)
+            attributes = self._attributes(UPDATE, info, namespace, candidate, current, dry_run)
+            await run_mutating(admission, attributes)
+            updated = self._prepare_update(candidate, current, manager, check_rv=True)
+            await run_validating(admission, attributes)
+            return updated
 
         obj, created = await self.registry.guaranteed_update(
             target.namespace, target.name, try_update, dry_run=bool(opts.dry_run)
@@ -525,6 +591,8 @@ class EventsAPI:
             api_version=API_VERSION,
             validation=opts.effective_field_validation,
         )
+        admission = self.admission
+        namespace, dry_run = target.namespace, bool(opts.dry_run)
 
         async def try_update(current: Obj | None) -> Obj:
             now = format_seconds(self.clock.seconds())
@@ -543,17 +611,30 @@ class EventsAPI:
             patched = patcher.apply(current_v1, now)
             new = self._to_internal(patched)
             self._check_identity(new, target)
+            attributes: Attributes | None = None
             if current is None:
                 meta = metadata(new)
                 for key in WIPED_ON_CREATE:
                     meta.pop(key, None)
                 meta.pop("resourceVersion", None)
+                if admission is not None:
+                    attributes = self._attributes(CREATE, info, namespace, new, None, dry_run)
+                    await run_mutating(admission, attributes)
+                    meta = metadata(new)
                 meta["uid"] = new_uuid()
                 meta["creationTimestamp"] = format_seconds(self.clock.seconds())
                 self._validate_create(new)
+                if admission is not None and attributes is not None:
+                    await run_validating(admission, attributes)
                 return new
+            if admission is not None:
+                attributes = self._attributes(UPDATE, info, namespace, new, current, dry_run)
+                await run_mutating(admission, attributes)
             # The Patcher already tracked managedFields for this manager.
-            return self._prepare_update(new, current, None, check_rv=True)
+            updated = self._prepare_update(new, current, None, check_rv=True)
+            if admission is not None and attributes is not None:
+                await run_validating(admission, attributes)
+            return updated
 
         obj, created = await self.registry.guaranteed_update(
             target.namespace, target.name, try_update, dry_run=bool(opts.dry_run)
