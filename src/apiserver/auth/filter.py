@@ -47,7 +47,6 @@ import attrs
 from twisted.internet.defer import Deferred
 from twisted.logger import Logger
 from twisted.python.failure import Failure
-from twisted.web.http_headers import Headers
 
 from apiserver.apimachinery.errors import go_quote
 from apiserver.auth.authz import AuthorizerError
@@ -286,11 +285,9 @@ class Authentication:
                 return unauthorized_response(request, info)
             user = result.user
         info.user = info.authenticated_user = user
-        info.impersonating = self._strip_credentials(request.requestHeaders)
-        return None
-
-    def _strip_credentials(self, headers: Headers) -> bool:
-        """Drop credentials and proxy headers; True when there are ``Impersonate-*`` ones."""
+        # Drop the credentials and front-proxy headers, and note Impersonate-* ones, in one
+        # pass over the headers (authentication.go, headerrequest.ClearAuthenticationHeaders).
+        headers = request.requestHeaders
         for name in self._strip_names:
             if headers.hasHeader(name):
                 headers.removeHeader(name)
@@ -298,14 +295,15 @@ class Authentication:
         prefixed: list[bytes] = []
         prefixes = self._strip_prefixes
         for raw_name, _ in headers.getAllRawHeaders():
-            name = raw_name.lower()
-            if name.startswith(b"impersonate-"):
+            lower = raw_name.lower()
+            if lower.startswith(b"impersonate-"):
                 impersonating = True
-            elif name.startswith(prefixes):
+            elif lower.startswith(prefixes):
                 prefixed.append(raw_name)
         for raw_name in prefixed:
             headers.removeHeader(raw_name)
-        return impersonating
+        info.impersonating = impersonating
+        return None
 
 
 def _no_user(request: HTTPRequest) -> Response:
