@@ -54,7 +54,6 @@ from apiserver.api.events.rest import BASE, GR, EventsAPI
 from apiserver.api.tokenrequest import install_token_request
 from apiserver.auth import build_auth
 from apiserver.auth.authn import install_authn_routes
-from apiserver.auth.filter import AuthFilter
 from apiserver.discovery import install_discovery, runtime_config_enables_events
 from apiserver.healthz import (
     HealthRegistry,
@@ -67,9 +66,11 @@ from apiserver.healthz import (
     render_endpoint,
     render_single,
 )
-from apiserver.http.app import App, RequestInfo, Router, ServingPolicy
+from apiserver.http.app import RequestInfo, Router, ServingPolicy
+from apiserver.http.chain import build_handler_chain
 from apiserver.http.h2 import configure_http2
 from apiserver.http.info_routes import index_handler, version_handler
+from apiserver.http.request import HTTPRequest
 from apiserver.http.response import Response
 from apiserver.http.site import ApiSite
 from apiserver.logs import LogFlushService
@@ -250,14 +251,17 @@ class Server:
             stop_process=self._stop_process,
             on_initiated=self.shutdown_check.initiate,
         )
-        self.app = App(self.router, clock, policy, self.lifecycle)
-        self.app.auth = build_auth(config, reactor, self.store)
         self.metrics = Metrics(disabled=config.disabled_metrics or ())
-        self.app.metrics = self.metrics
-        auth = self.app.auth
-        self.root.add(
-            PartsService("auth-reload", auth.background if isinstance(auth, AuthFilter) else ())
+        auth_stages = self.auth_stages = build_auth(config, reactor, self.store)
+        self.app = build_handler_chain(
+            self.router,
+            clock,
+            policy,
+            gate=self.lifecycle,
+            metrics=self.metrics,
+            auth=auth_stages,
         )
+        self.root.add(PartsService("auth-reload", auth_stages.background))
         self.router.add("/metrics", self.metrics.handler(profiling=bool(config.profiling)))
         self.storage_metrics = StorageMetricsPoller(
             self.metrics,
@@ -394,7 +398,7 @@ class Server:
     def _health_handler(self, endpoint: str) -> Any:
         health = self.health
 
-        def handle(request: Any, info: RequestInfo) -> Deferred[Response]:
+        def handle(request: HTTPRequest, info: RequestInfo) -> Deferred[Response]:
             return render_endpoint(health, endpoint, info.query)
 
         return handle
@@ -404,7 +408,7 @@ class Server:
         prefix_len = len(endpoint) + 2
         from apiserver.http.status import not_found_text
 
-        def handle(request: Any, info: RequestInfo) -> Deferred[Response] | Response:
+        def handle(request: HTTPRequest, info: RequestInfo) -> Deferred[Response] | Response:
             name = info.path[prefix_len:]
             answer = render_single(health, endpoint, name) if name else None
             return not_found_text() if answer is None else answer

@@ -1,9 +1,10 @@
 """Authentication, impersonation and authorization (spec/auth-audit-tls.md §0, §1, §8, §11).
 
-``build_auth(config, reactor, store)`` returns the filter the HTTP app calls for every
-request (:class:`apiserver.http.app.AuthCheck`): :class:`apiserver.auth.filter.AuthFilter`
-with the authenticators of :mod:`apiserver.auth.authn` and the authorizer chain of
-:mod:`apiserver.auth.authz.config`.
+``build_auth(config, reactor, store)`` returns the stages the handler chain runs for every
+request (:class:`apiserver.auth.filter.AuthStages`, which
+:func:`apiserver.http.chain.build_handler_chain` takes as its ``auth`` slots): request info,
+authentication with the authenticators of :mod:`apiserver.auth.authn`, impersonation and
+authorization with the authorizer chain of :mod:`apiserver.auth.authz.config`.
 
 Until the authenticators exist (the ``authn`` package is optional here), no credential is
 recognised and every request is anonymous (``system:anonymous``), as if only the anonymous
@@ -19,9 +20,8 @@ from typing import TYPE_CHECKING, Any
 from twisted.logger import Logger
 
 from apiserver.auth.authz.config import ConfigReloader, build_authorizer
-from apiserver.auth.filter import AnonymousPolicy, AuthFilter
+from apiserver.auth.filter import AnonymousPolicy, AuthStages
 from apiserver.auth.interface import Authenticator
-from apiserver.http.app import AuthCheck
 
 if TYPE_CHECKING:
     from apiserver.options.config import ServerConfig
@@ -52,8 +52,8 @@ def _api_audiences(config: ServerConfig) -> tuple[str, ...]:
     return audiences
 
 
-def build_auth(config: ServerConfig, reactor: Any, store: Any) -> AuthCheck | None:
-    """The configured filter chain.
+def build_auth(config: ServerConfig, reactor: Any, store: Any) -> AuthStages:
+    """The configured stages.
 
     Raises ``ValueError`` naming the file for a bad ``--authorization-policy-file``,
     ``--authorization-config`` or webhook kubeconfig; the server makes that a start-up
@@ -64,7 +64,7 @@ def build_auth(config: ServerConfig, reactor: Any, store: Any) -> AuthCheck | No
     authorizer = build_authorizer(config, reactor)
     parts: list[Any] = []
     authenticator, anonymous = _authenticator(config, reactor, store, parts)
-    check = AuthFilter(
+    stages = AuthStages.build(
         authenticator,
         anonymous,
         authorizer,
@@ -78,14 +78,10 @@ def build_auth(config: ServerConfig, reactor: Any, store: Any) -> AuthCheck | No
     )
     path = config.authorization_config
     if path:
-
-        def apply(chain: Any) -> None:
-            check.authorizer = chain
-
-        check.reloader = ConfigReloader(path, config, reactor, apply)
-        parts.append(check.reloader)
-    check.background = parts
-    return check
+        stages.reloader = ConfigReloader(path, config, reactor, stages.set_authorizer)
+        parts.append(stages.reloader)
+    stages.background = parts
+    return stages
 
 
 __all__ = ["build_auth"]

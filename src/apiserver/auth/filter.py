@@ -1,7 +1,10 @@
-"""The authentication → impersonation → authorization filters, as one ``AuthCheck``.
+"""The request-info, authentication, impersonation and authorization stages of the chain.
 
-Order and behaviour follow kube-apiserver's ``DefaultBuildHandlerChain``
-(``AS/pkg/server/config.go``) and the filters in ``AS/pkg/endpoints/filters``:
+Each is a :class:`apiserver.http.app.Filter`; :func:`apiserver.http.chain.build_handler_chain`
+puts them in kube-apiserver's order (``DefaultBuildHandlerChain`` in
+k8s.io/apiserver/pkg/server/config.go), with the audit slot between authentication and
+impersonation and the priority-and-fairness slot between impersonation and authorization.
+Behaviour follows the filters in k8s.io/apiserver/pkg/endpoints/filters:
 
 1. **Request info** (``request.go``/``requestinfo.go``): a path that looks like a resource
    request but cannot be read (``/api/v1/watch``) is a 500, text/plain
@@ -20,26 +23,27 @@ Order and behaviour follow kube-apiserver's ``DefaultBuildHandlerChain``
    <error>``); any other refusal a 403 Status (see :func:`forbidden_message`), with
    ``X-Content-Type-Options: nosniff``.
 
-What the filter leaves on the request for later filters and handlers:
+What the stages leave on the request's :class:`apiserver.http.app.RequestInfo` for later
+stages and handlers (Go's request context): ``resolved`` (the
+:class:`~apiserver.auth.requestinfo.RequestInfo`), ``user`` (the authenticated user, replaced
+by the impersonated one), ``authenticated_user`` (what audit logs as ``user``),
+``impersonated_user`` and ``authorization`` (``("allow" | "forbid", reason)``: the audit
+annotations ``authorization.k8s.io/decision`` and ``authorization.k8s.io/reason``; ``("",
+"internal error")`` after an authorizer error, when only the reason annotation is set).
 
-- ``apiserver_request_info``: :class:`~apiserver.auth.requestinfo.RequestInfo`;
-- ``apiserver_user``: the user the request acts as (after impersonation);
-- ``apiserver_authenticated_user``: the user that authenticated (what audit logs as ``user``);
-- ``apiserver_impersonated_user``: the impersonated user, or None;
-- ``apiserver_authorization``: ``("allow" | "forbid", reason)`` — the audit annotations
-  ``authorization.k8s.io/decision`` and ``authorization.k8s.io/reason`` (``("", "internal
-  error")`` after an authorizer error: only the reason annotation is set then).
-
-Performance: every step answers synchronously unless an authenticator or authorizer returns a
-Deferred (webhooks), so the usual request (AlwaysAllow, RBAC or ABAC with anonymous or x509)
-creates no Deferred; with an AlwaysAllow chain the authorizer is skipped altogether.
+Performance: every stage answers synchronously unless an authenticator or authorizer returns
+a Deferred (webhooks), so the usual request (AlwaysAllow, RBAC or ABAC with anonymous or x509)
+creates no Deferred; with an AlwaysAllow chain the authorizer is skipped altogether. The
+authentication stage's one pass over the headers also notes ``Impersonate-*`` headers, so the
+impersonation stage costs one attribute test when there are none.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+import attrs
 from twisted.internet.defer import Deferred
 from twisted.logger import Logger
 from twisted.python.failure import Failure
@@ -67,8 +71,13 @@ from apiserver.auth.interface import (
 )
 from apiserver.auth.requestinfo import RequestInfo, RequestInfoError, parse_request_info
 from apiserver.discovery.handlers import status_response
+from apiserver.http.app import Filter, Verdict
 from apiserver.http.app import RequestInfo as HTTPRequestInfo
+from apiserver.http.request import HTTPRequest
 from apiserver.http.response import NOSNIFF, Response
+
+if TYPE_CHECKING:
+    from apiserver.auth.authz.config import ConfigReloader
 
 log = Logger()
 
@@ -149,7 +158,7 @@ def forbidden_details(attributes: Attributes) -> dict[str, str]:
 
 
 def forbidden_response(
-    request: Any, info: HTTPRequestInfo, attributes: Attributes, reason: str = ""
+    request: HTTPRequest, info: HTTPRequestInfo, attributes: Attributes, reason: str = ""
 ) -> Response:
     """The negotiated 403 Status with ``X-Content-Type-Options: nosniff``."""
     response = status_response(
@@ -163,31 +172,48 @@ def forbidden_response(
     return Response(response.code, (*response.headers, NOSNIFF), response.body)
 
 
-def unauthorized_response(request: Any, info: HTTPRequestInfo) -> Response:
+def unauthorized_response(request: HTTPRequest, info: HTTPRequestInfo) -> Response:
     """The negotiated 401 Status (``apierrors.NewUnauthorized("Unauthorized")``)."""
     return status_response(request, info, 401, "Unauthorized", "Unauthorized", None)
 
 
-def internal_error_response(request: Any, error: str) -> Response:
+def internal_error_response(request: HTTPRequest, error: str) -> Response:
     """``responsewriters.InternalError``: ``Internal Server Error: "<uri>": <err>``."""
     uri = request.uri.decode("utf-8", "replace")
     body = f"Internal Server Error: {go_quote(uri)}: {error}".encode()
     return Response(500, (("Content-Type", "text/plain"), NOSNIFF), body)
 
 
-class AuthFilter:
-    """``apiserver.http.app.AuthCheck``: see the module docstring.
+def resolve_request_info(request: HTTPRequest, info: HTTPRequestInfo) -> Verdict:
+    """``WithRequestInfo``'s resolver (k8s.io/apiserver/pkg/endpoints/filters/requestinfo.go):
+    fills ``info.resolved``, which every later stage reads; a path that cannot be read is a
+    500.
 
-    ``authenticator`` None means no credential is ever recognised (every request is
-    anonymous, or a 401 when anonymous requests are off); ``authorizer`` None means every
-    request is allowed (an AlwaysAllow chain).
+    It runs right before authentication, after the wait group: the 503 of the shutdown gate
+    and the request metrics come first, as they always have here.
+    """
+    try:
+        info.resolved = parse_request_info(
+            info.method, info.path, info.query, request.uri.decode("utf-8", "replace")
+        )
+    except RequestInfoError as error:
+        return internal_error_response(request, str(error))
+    return None
+
+
+class Authentication:
+    """``WithAuthentication`` (k8s.io/apiserver/pkg/endpoints/filters/authentication.go).
+
+    ``authenticator`` None means no credential is ever recognised: every request is
+    anonymous, or a 401 when anonymous requests are off. Sets ``info.user`` and
+    ``info.authenticated_user``, removes the credentials and front-proxy headers, and notes
+    ``Impersonate-*`` headers in ``info.impersonating``.
     """
 
     def __init__(
         self,
         authenticator: Authenticator | None,
         anonymous: AnonymousPolicy,
-        authorizer: Authorizer | None,
         *,
         api_audiences: Sequence[str] = (),
         request_header_names: Iterable[str] = (),
@@ -195,12 +221,6 @@ class AuthFilter:
     ) -> None:
         self.authenticator = authenticator
         self.anonymous = anonymous
-        self.authorizer = authorizer
-        #: The ``--authorization-config`` reloader that replaces ``authorizer``, if any.
-        self.reloader: Any = None
-        #: Parts with ``start()``/``stop()`` that run while the server does (config reload
-        #: loops, OIDC key loaders): started and stopped by the server's service tree.
-        self.background: list[Any] = []
         self.api_audiences = frozenset(api_audiences)
         self._strip_names = tuple(
             dict.fromkeys(
@@ -215,29 +235,10 @@ class AuthFilter:
             )
         )
 
-    # -- the filter --------------------------------------------------------------------------
-
-    def check(self, request: Any, info: HTTPRequestInfo) -> Outcome | Deferred[Outcome]:
-        try:
-            rinfo = parse_request_info(
-                info.method, info.path, info.query, request.uri.decode("utf-8", "replace")
-            )
-        except RequestInfoError as error:
-            return internal_error_response(request, str(error))
-        request.apiserver_request_info = rinfo
-        authenticated = self._authenticate(request, info)
-        if isinstance(authenticated, Deferred):
-            return authenticated.addCallback(self._after_authentication, request, info, rinfo)
-        return self._after_authentication(authenticated, request, info, rinfo)
-
-    # -- authentication ----------------------------------------------------------------------
-
-    def _authenticate(
-        self, request: Any, info: HTTPRequestInfo
-    ) -> UserInfo | Response | Deferred[UserInfo | Response]:
+    def __call__(self, request: HTTPRequest, info: HTTPRequestInfo) -> Verdict:
         authenticator = self.authenticator
         if authenticator is None:
-            return self._no_credentials(request, info)
+            return self._authenticated(None, request, info)
         try:
             result = authenticator.authenticate(request)
         except AuthenticationError as error:
@@ -256,7 +257,7 @@ class AuthFilter:
         return self._authenticated(result, request, info)
 
     def _authentication_failed(
-        self, failure: Failure, request: Any, info: HTTPRequestInfo
+        self, failure: Failure, request: HTTPRequest, info: HTTPRequestInfo
     ) -> Response:
         if failure.check(AuthenticationError):
             log.debug("Unable to authenticate the request: {error}", error=failure.value)
@@ -265,45 +266,28 @@ class AuthFilter:
         return unauthorized_response(request, info)
 
     def _authenticated(
-        self, result: AuthResult | None, request: Any, info: HTTPRequestInfo
-    ) -> UserInfo | Response:
+        self, result: AuthResult | None, request: HTTPRequest, info: HTTPRequestInfo
+    ) -> Response | None:
         if result is None:
-            return self._no_credentials(request, info)
-        audiences = self.api_audiences
-        if audiences and result.audiences and audiences.isdisjoint(result.audiences):
-            log.error(
-                "Unable to match the audience: {wanted} , accepted: {got}",
-                wanted=sorted(audiences),
-                got=list(result.audiences),
-            )
-            return unauthorized_response(request, info)
-        return result.user
-
-    def _no_credentials(self, request: Any, info: HTTPRequestInfo) -> UserInfo | Response:
-        anonymous = self.anonymous
-        allowed = anonymous(info.path) if callable(anonymous) else anonymous
-        return ANONYMOUS_USER if allowed else unauthorized_response(request, info)
-
-    def _after_authentication(
-        self,
-        authenticated: UserInfo | Response,
-        request: Any,
-        info: HTTPRequestInfo,
-        rinfo: RequestInfo,
-    ) -> Outcome | Deferred[Outcome]:
-        if isinstance(authenticated, Response):
-            return authenticated
-        user = authenticated
-        request.apiserver_user = user
-        request.apiserver_authenticated_user = user
-        request.apiserver_impersonated_user = None
-        impersonating = self._strip_credentials(request.requestHeaders)
-        if impersonating:
-            return self._impersonate(request, info, rinfo, user)
-        return self._authorize(request, info, rinfo, user)
-
-    def _strip_credentials(self, headers: Any) -> bool:
-        """Drop credentials and proxy headers; True when there are ``Impersonate-*`` ones."""
+            # anonymous.go: the anonymous authenticator, last in the union.
+            anonymous = self.anonymous
+            if not (anonymous(info.path) if callable(anonymous) else anonymous):
+                return unauthorized_response(request, info)
+            user = ANONYMOUS_USER
+        else:
+            audiences = self.api_audiences
+            if audiences and result.audiences and audiences.isdisjoint(result.audiences):
+                log.error(
+                    "Unable to match the audience: {wanted} , accepted: {got}",
+                    wanted=sorted(audiences),
+                    got=list(result.audiences),
+                )
+                return unauthorized_response(request, info)
+            user = result.user
+        info.user = info.authenticated_user = user
+        # Drop the credentials and front-proxy headers, and note Impersonate-* ones, in one
+        # pass over the headers (authentication.go, headerrequest.ClearAuthenticationHeaders).
+        headers = request.requestHeaders
         for name in self._strip_names:
             if headers.hasHeader(name):
                 headers.removeHeader(name)
@@ -311,40 +295,58 @@ class AuthFilter:
         prefixed: list[bytes] = []
         prefixes = self._strip_prefixes
         for raw_name, _ in headers.getAllRawHeaders():
-            name = raw_name.lower()
-            if name.startswith(b"impersonate-"):
+            lower = raw_name.lower()
+            if lower.startswith(b"impersonate-"):
                 impersonating = True
-            elif name.startswith(prefixes):
+            elif lower.startswith(prefixes):
                 prefixed.append(raw_name)
         for raw_name in prefixed:
             headers.removeHeader(raw_name)
-        return impersonating
+        info.impersonating = impersonating
+        return None
 
-    # -- impersonation -----------------------------------------------------------------------
 
-    def _impersonate(
-        self, request: Any, info: HTTPRequestInfo, rinfo: RequestInfo, user: UserInfo
-    ) -> Outcome | Deferred[Outcome]:
+def _no_user(request: HTTPRequest) -> Response:
+    # impersonation.go / authorization.go without a user in the context.
+    return internal_error_response(request, "no user found for request")
+
+
+class Impersonation:
+    """``WithImpersonation`` (k8s.io/apiserver/pkg/endpoints/filters/impersonation.go); see
+    :mod:`apiserver.auth.impersonation`.
+
+    ``authorizer`` None allows every impersonation (an AlwaysAllow chain). On success
+    ``info.user`` and ``info.impersonated_user`` are the new user.
+    """
+
+    def __init__(self, authorizer: Authorizer | None) -> None:
+        self.authorizer = authorizer
+
+    def __call__(self, request: HTTPRequest, info: HTTPRequestInfo) -> Verdict:
+        if not info.impersonating:
+            return None
+        user = info.user
+        if user is None:
+            return _no_user(request)
         headers = request.requestHeaders
         try:
             items = build_requests(headers)
         except ImpersonationError as error:
             return status_response(request, info, 400, "BadRequest", str(error), None)
         if not items:
-            return self._authorize(request, info, rinfo, user)
+            return None
         groups_given = bool(headers.getRawHeaders(b"impersonate-group"))
-        return self._impersonate_from(request, info, rinfo, user, items, 0, groups_given)
+        return self._impersonate_from(request, info, user, items, 0, groups_given)
 
     def _impersonate_from(
         self,
-        request: Any,
+        request: HTTPRequest,
         info: HTTPRequestInfo,
-        rinfo: RequestInfo,
         user: UserInfo,
         items: list[ImpersonationRequest],
         start: int,
         groups_given: bool,
-    ) -> Outcome | Deferred[Outcome]:
+    ) -> Verdict:
         authorizer = self.authorizer
         if authorizer is not None:
             for index in range(start, len(items)):
@@ -355,10 +357,10 @@ class AuthFilter:
                     # Any error refuses, even next to an Allow (``err != nil || !allowed``).
                     return forbidden_response(request, info, attributes, error.reason)
                 if isinstance(decision, Deferred):
-                    resume = (request, info, rinfo, user, items, index, groups_given, attributes)
+                    resume = (request, info, user, items, index, groups_given, attributes)
                     return decision.addCallbacks(
-                        self._impersonation_decided,
-                        self._impersonation_failed,
+                        self._decided,
+                        self._failed,
                         callbackArgs=resume,
                         errbackArgs=resume,
                     )
@@ -367,54 +369,61 @@ class AuthFilter:
         new_user = impersonated_user(items, groups_given)
         log.debug("{old} is impersonating {new}", old=user.name, new=new_user.name)
         strip_headers(request.requestHeaders)
-        request.apiserver_user = new_user
-        request.apiserver_impersonated_user = new_user
-        return self._authorize(request, info, rinfo, new_user)
+        info.user = info.impersonated_user = new_user
+        return None
 
-    def _impersonation_decided(
+    def _decided(
         self,
         decision: Decision,
-        request: Any,
+        request: HTTPRequest,
         info: HTTPRequestInfo,
-        rinfo: RequestInfo,
         user: UserInfo,
         items: list[ImpersonationRequest],
         index: int,
         groups_given: bool,
         attributes: Attributes,
-    ) -> Outcome | Deferred[Outcome]:
+    ) -> Verdict:
         if decision.decision != ALLOW:
             return forbidden_response(request, info, attributes, decision.reason)
-        return self._impersonate_from(request, info, rinfo, user, items, index + 1, groups_given)
+        return self._impersonate_from(request, info, user, items, index + 1, groups_given)
 
-    def _impersonation_failed(
+    def _failed(
         self,
         failure: Failure,
-        request: Any,
+        request: HTTPRequest,
         info: HTTPRequestInfo,
-        rinfo: RequestInfo,
         user: UserInfo,
         items: list[ImpersonationRequest],
         index: int,
         groups_given: bool,
         attributes: Attributes,
-    ) -> Outcome | Deferred[Outcome]:
+    ) -> Response:
         error = failure.value
         if not isinstance(error, AuthorizerError):
             log.failure("authorizer failed", failure)
         reason = error.reason if isinstance(error, AuthorizerError) else ""
         return forbidden_response(request, info, attributes, reason)
 
-    # -- authorization -----------------------------------------------------------------------
 
-    def _authorize(
-        self, request: Any, info: HTTPRequestInfo, rinfo: RequestInfo, user: UserInfo
-    ) -> Outcome | Deferred[Outcome]:
+class Authorization:
+    """``WithAuthorization`` (k8s.io/apiserver/pkg/endpoints/filters/authorization.go).
+
+    ``authorizer`` None allows everything (an AlwaysAllow chain) without building the
+    attributes. Sets ``info.authorization``.
+    """
+
+    def __init__(self, authorizer: Authorizer | None) -> None:
+        self.authorizer = authorizer
+
+    def __call__(self, request: HTTPRequest, info: HTTPRequestInfo) -> Verdict:
         authorizer = self.authorizer
         if authorizer is None:
-            request.apiserver_authorization = ("allow", "")
+            info.authorization = ("allow", "")
             return None
-        attributes = attributes_for(rinfo, user)
+        resolved, user = info.resolved, info.user
+        if resolved is None or user is None:
+            return _no_user(request)
+        attributes = attributes_for(resolved, user)
         try:
             decision = authorizer.authorize(attributes)
         except AuthorizerError as error:
@@ -429,17 +438,25 @@ class AuthFilter:
         return self._decided(decision, request, info, attributes)
 
     def _decided(
-        self, decision: Decision, request: Any, info: HTTPRequestInfo, attributes: Attributes
+        self,
+        decision: Decision,
+        request: HTTPRequest,
+        info: HTTPRequestInfo,
+        attributes: Attributes,
     ) -> Outcome:
         if decision.decision == ALLOW:
-            request.apiserver_authorization = ("allow", decision.reason)
+            info.authorization = ("allow", decision.reason)
             return None
-        request.apiserver_authorization = ("forbid", decision.reason)
+        info.authorization = ("forbid", decision.reason)
         log.debug("Forbidden {uri} reason {reason}", uri=request.uri, reason=decision.reason)
         return forbidden_response(request, info, attributes, decision.reason)
 
     def _decision_failed(
-        self, failure: Failure, request: Any, info: HTTPRequestInfo, attributes: Attributes
+        self,
+        failure: Failure,
+        request: HTTPRequest,
+        info: HTTPRequestInfo,
+        attributes: Attributes,
     ) -> Outcome:
         error = failure.value
         if not isinstance(error, AuthorizerError):
@@ -448,11 +465,65 @@ class AuthFilter:
         return self._authorizer_error(error, request, info, attributes)
 
     def _authorizer_error(
-        self, error: AuthorizerError, request: Any, info: HTTPRequestInfo, attributes: Attributes
+        self,
+        error: AuthorizerError,
+        request: HTTPRequest,
+        info: HTTPRequestInfo,
+        attributes: Attributes,
     ) -> Outcome:
         if error.decision == ALLOW:
-            request.apiserver_authorization = ("allow", error.reason)
+            info.authorization = ("allow", error.reason)
             return None
-        request.apiserver_authorization = ("", "internal error")
+        info.authorization = ("", "internal error")
         log.warn("authorization error for {uri}: {error}", uri=request.uri, error=error.message)
         return internal_error_response(request, error.message)
+
+
+@attrs.define
+class AuthStages:
+    """The four stages :mod:`apiserver.auth` contributes to the chain, sharing one authorizer.
+
+    Satisfies :class:`apiserver.http.chain.AuthSlots`. ``authorizer`` None means every request
+    is allowed (an AlwaysAllow chain); ``authenticator`` None that no credential is ever
+    recognised.
+    """
+
+    request_info: Filter
+    authentication: Authentication
+    impersonation: Impersonation
+    authorization: Authorization
+    #: The ``--authorization-config`` reloader that replaces the authorizer, if any.
+    reloader: ConfigReloader | None = None
+    #: Parts with ``start()``/``stop()`` that run while the server does (config reload
+    #: loops, OIDC key loaders): started and stopped by the server's ``auth-reload`` service,
+    #: never by building.
+    background: list[Any] = attrs.Factory(list)
+
+    @classmethod
+    def build(
+        cls,
+        authenticator: Authenticator | None,
+        anonymous: AnonymousPolicy,
+        authorizer: Authorizer | None,
+        *,
+        api_audiences: Sequence[str] = (),
+        request_header_names: Iterable[str] = (),
+        request_header_prefixes: Iterable[str] = (),
+    ) -> AuthStages:
+        return cls(
+            resolve_request_info,
+            Authentication(
+                authenticator,
+                anonymous,
+                api_audiences=api_audiences,
+                request_header_names=request_header_names,
+                request_header_prefixes=request_header_prefixes,
+            ),
+            Impersonation(authorizer),
+            Authorization(authorizer),
+        )
+
+    def set_authorizer(self, authorizer: Authorizer | None) -> None:
+        """Replace the authorizer of impersonation and authorization (a config reload)."""
+        self.impersonation.authorizer = authorizer
+        self.authorization.authorizer = authorizer

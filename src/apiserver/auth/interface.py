@@ -8,10 +8,12 @@ authorization/authorizer`` (Attributes and the Allow / Deny / NoOpinion decision
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import Protocol
 
 import attrs
 from twisted.internet.defer import Deferred
+
+from apiserver.http.request import HTTPRequest
 
 ANONYMOUS = "system:anonymous"
 UNAUTHENTICATED = "system:unauthenticated"
@@ -45,7 +47,9 @@ class Authenticator(Protocol):
     """Returns an AuthResult, None (no opinion: no credential of this kind), or raises
     AuthenticationError; may return a Deferred of the same."""
 
-    def authenticate(self, request: Any) -> AuthResult | Deferred[AuthResult | None] | None: ...
+    def authenticate(
+        self, request: HTTPRequest
+    ) -> AuthResult | Deferred[AuthResult | None] | None: ...
 
 
 @attrs.frozen

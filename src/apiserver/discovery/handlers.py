@@ -30,6 +30,7 @@ import attrs
 from apiserver.apimachinery.negotiation import parse_accept
 from apiserver.discovery import documents as docs
 from apiserver.http.app import RequestInfo, Router, header_value
+from apiserver.http.request import HTTPRequest
 from apiserver.http.response import Response
 from apiserver.http.status import status_body
 
@@ -140,7 +141,7 @@ def _go_parse_bool(text: str) -> bool | None:
     return None
 
 
-def wants_pretty(request: Any, info: RequestInfo) -> bool:
+def wants_pretty(request: HTTPRequest, info: RequestInfo) -> bool:
     """negotiate.go ``isPrettyPrint``: ``?pretty=``, else a human client's User-Agent."""
     values = info.query.get(b"pretty")
     if values and values[0]:
@@ -157,7 +158,7 @@ def encode(value: Any, options: MediaTypeOptions, pretty: bool) -> tuple[str, by
 
 
 def status_response(
-    request: Any,
+    request: HTTPRequest,
     info: RequestInfo,
     code: int,
     reason: str,
@@ -177,7 +178,7 @@ def status_response(
     return Response(code, (("Content-Type", content_type),), body)
 
 
-def not_acceptable(request: Any, info: RequestInfo) -> Response:
+def not_acceptable(request: HTTPRequest, info: RequestInfo) -> Response:
     """406 from ``NegotiateOutputMediaType`` (``WriteRawJSON``: indented, no newline)."""
     status = status_body(
         406,
@@ -187,7 +188,7 @@ def not_acceptable(request: Any, info: RequestInfo) -> Response:
     return Response(406, (("Content-Type", JSON_TYPE),), docs.go_marshal_indent(status))
 
 
-def write_object(request: Any, info: RequestInfo, value: Any) -> Response:
+def write_object(request: HTTPRequest, info: RequestInfo, value: Any) -> Response:
     """``responsewriters.WriteObjectNegotiated`` with the default restrictions, status 200."""
     options = negotiate(header_value(request, b"accept"), default_restrictions)
     if options is None:
@@ -204,7 +205,7 @@ Handler = Callable[[Any, RequestInfo], Response]
 def get_only(handler: Handler) -> Handler:
     """A go-restful ``GET`` route: any other method (HEAD included) is a 405 Status."""
 
-    def handle(request: Any, info: RequestInfo) -> Response:
+    def handle(request: HTTPRequest, info: RequestInfo) -> Response:
         if info.method != "GET":
             return status_response(
                 request, info, 405, "MethodNotAllowed", METHOD_NOT_ALLOWED_MESSAGE, {}
@@ -217,7 +218,7 @@ def get_only(handler: Handler) -> Handler:
 def static_handler(build: Callable[[], Any]) -> Handler:
     """A plain discovery document, negotiated per request."""
 
-    def handle(request: Any, info: RequestInfo) -> Response:
+    def handle(request: HTTPRequest, info: RequestInfo) -> Response:
         return write_object(request, info, build())
 
     return handle
@@ -233,7 +234,7 @@ class AggregatedDocument:
     def __attrs_post_init__(self) -> None:
         self.etag = docs.aggregated_etag(self.items)
 
-    def respond(self, request: Any, info: RequestInfo) -> Response:
+    def respond(self, request: HTTPRequest, info: RequestInfo) -> Response:
         """aggregated/handler.go ``serveHTTP`` then etag.go ``ServeHTTPWithETag``."""
         options = negotiate(header_value(request, b"accept"), is_aggregated_discovery)
         if options is None or options.convert is None:
@@ -268,7 +269,7 @@ def _gvk_params(convert: GroupVersionKind) -> str:
 def aggregated_wrapper(legacy: Handler, aggregated: AggregatedDocument) -> Handler:
     """aggregated/wrapper.go: the aggregated document when the Accept header asks for it."""
 
-    def handle(request: Any, info: RequestInfo) -> Response:
+    def handle(request: HTTPRequest, info: RequestInfo) -> Response:
         options = negotiate(header_value(request, b"accept"), is_aggregated_discovery)
         if options is not None and is_aggregated_discovery(options.convert):
             return aggregated.respond(request, info)

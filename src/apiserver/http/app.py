@@ -5,17 +5,32 @@ benchmarks hold us to a fraction of bare twisted.web. The router mirrors kube-ap
 non-REST mux (k8s.io/apiserver/pkg/server/mux/pathrecorder.go): exact paths first, then the
 longest registered prefix, then the not-found handler.
 
-Filters applied here, outermost first, as in ``DefaultBuildHandlerChain``: request info,
-shutdown gate (retry-after / 503), HSTS and CORS, cache-control, in-flight wait group,
-deadline and timeout. Authentication, audit, impersonation, priority and fairness and
-authorization slot in between the wait group and the handler as those features land.
+:class:`App` runs kube-apiserver's filter chain (``DefaultBuildHandlerChain`` in
+k8s.io/apiserver/pkg/server/config.go) for one request. :func:`apiserver.http.chain.
+build_handler_chain` is the one place that decides which filters a server has and in which
+order; read it first. ``App`` runs them as follows, outermost first:
+
+1. request info (:class:`RequestInfo`) and the ``Audit-ID`` header (``WithRequestInfo``,
+   ``WithAuditInit``);
+2. the shutdown gate, 503 with ``Retry-After`` (``WithRetryAfter``);
+3. HSTS and CORS (``WithHSTS``, ``WithCORS``); cache-control is set when writing;
+4. the in-flight wait group and request metrics (``WithWaitGroup``, ``WithLatencyTrackers``);
+5. the ``stages``, each a :class:`Filter`: the resolved request info, authentication, audit,
+   impersonation, priority and fairness or max-in-flight, authorization;
+6. the router, under the deadline (``WithRequestDeadline``,
+   ``WithTimeoutForNonLongRunningRequests``): a non-long-running handler that has not answered
+   within ``--request-timeout`` gets a 504.
+
+Steps 1-4 and 6 are written inline here, not as stages: they run for every request and a
+function call each would cost on the fast paths. An empty stage slot is left out when the
+chain is built, so it costs nothing per request.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import unquote, unquote_to_bytes
 
 import attrs
@@ -24,12 +39,16 @@ from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 from twisted.web import http
-from twisted.web.iweb import IRequest
 
 from apiserver.apimachinery.uid import new_uuid
 from apiserver.http.h1 import H1Channel
+from apiserver.http.request import HTTPRequest
 from apiserver.http.response import Response
 from apiserver.http.status import not_found_status, not_found_text, status_body
+
+if TYPE_CHECKING:
+    from apiserver.auth.interface import UserInfo
+    from apiserver.auth.requestinfo import RequestInfo as ResolvedInfo
 
 log = Logger()
 
@@ -37,18 +56,51 @@ log = Logger()
 STREAMING = object()
 
 HandlerResult = Response | Deferred[Any] | object
-Handler = Callable[[IRequest, "RequestInfo"], HandlerResult]
+Handler = Callable[[HTTPRequest, "RequestInfo"], HandlerResult]
+#: What a :class:`Filter` answers: None to go on, a Response to answer the request with, or a
+#: Deferred of either (only when it must wait, e.g. for a webhook).
+Verdict = Response | Deferred[Response | None] | None
 
 
 @attrs.define(slots=True)
 class RequestInfo:
-    """What the filters need to know about a request (a subset of apiserver's RequestInfo)."""
+    """One request's context, as the filters fill it in (Go's ``context.Context`` values).
+
+    The first five fields are set before any filter runs; the others by the stages (see
+    k8s.io/apiserver/pkg/endpoints/request/context.go: ``WithRequestInfo``, ``WithUser``).
+    """
 
     method: str
     path: str
     query: dict[bytes, list[bytes]]
     long_running: bool
     api: bool
+    #: What the path asks for in authorization terms (``RequestInfoResolver``).
+    resolved: ResolvedInfo | None = None
+    #: The user the request acts as: the authenticated one, then the impersonated one.
+    user: UserInfo | None = None
+    #: The user that authenticated (what audit logs as ``user``).
+    authenticated_user: UserInfo | None = None
+    #: The impersonated user (audit's ``impersonatedUser``), or None.
+    impersonated_user: UserInfo | None = None
+    #: True when the authentication stage saw ``Impersonate-*`` headers (its header pass
+    #: serves impersonation too, so that stage needs no second pass).
+    impersonating: bool = False
+    #: ``("allow" | "forbid", reason)``: audit's ``authorization.k8s.io/decision`` and
+    #: ``.../reason`` annotations; ``("", "internal error")`` after an authorizer error.
+    authorization: tuple[str, str] | None = None
+
+
+class Filter(Protocol):
+    """One stage of the handler chain between the wait group and the router.
+
+    Called with the request and its :class:`RequestInfo`; returns a :data:`Verdict`. A stage
+    that answers synchronously must not create a Deferred: the usual request runs the whole
+    chain without one. A stage that needs to see the end of the request (audit, a seat of
+    priority and fairness) uses ``request.notifyFinish()``.
+    """
+
+    def __call__(self, request: HTTPRequest, info: RequestInfo, /) -> Verdict: ...
 
 
 def parse_query(uri: bytes) -> dict[bytes, list[bytes]]:
@@ -73,7 +125,7 @@ def parse_query(uri: bytes) -> dict[bytes, list[bytes]]:
     return result
 
 
-def header_value(request: Any, name: bytes) -> str:
+def header_value(request: HTTPRequest, name: bytes) -> str:
     """The first value of a request header as text, or "".
 
     kube-apiserver reads headers with Go's ``Header.Get``, which returns the first of
@@ -144,17 +196,12 @@ class ShutdownGate(Protocol):
     def request_finished(self, info: RequestInfo) -> None: ...
 
 
-class AuthCheck(Protocol):
-    """The authentication and authorization filters (apiserver.auth implements it).
+class RequestMetrics(Protocol):
+    """What the app records per request (apiserver.metrics.Metrics implements it)."""
 
-    ``check`` returns None to let the request through, a Response (401/403) to refuse it,
-    or a Deferred of either. It may attach the authenticated user to the request as
-    ``request.apiserver_user``.
-    """
+    def request_started(self, info: RequestInfo) -> None: ...
 
-    def check(
-        self, request: Any, info: RequestInfo
-    ) -> Response | Deferred[Response | None] | None: ...
+    def request_finished(self, info: RequestInfo, code: int, seconds: float) -> None: ...
 
 
 CORS_ALLOW_METHODS = "POST, GET, OPTIONS, PUT, DELETE, PATCH"
@@ -183,7 +230,11 @@ TIMEOUT_BODY = (
 
 
 class App:
-    """Runs the filters for one request and writes the handler's answer."""
+    """Runs the filter chain for one request and writes the handler's answer.
+
+    Build it with :func:`apiserver.http.chain.build_handler_chain`; ``App(router, clock,
+    policy)`` alone is a chain without stages (every request allowed), which unit tests use.
+    """
 
     def __init__(
         self,
@@ -191,19 +242,21 @@ class App:
         clock: IReactorTime,
         policy: ServingPolicy,
         gate: ShutdownGate | None = None,
+        *,
+        metrics: RequestMetrics | None = None,
+        stages: Sequence[Filter] = (),
     ) -> None:
         self.router = router
         self.clock = clock
         self.policy = policy
         self.gate = gate
-        #: Authentication, impersonation and authorization (apiserver.auth); None: everyone
-        #: is allowed, as with ``--authorization-mode=AlwaysAllow`` and anonymous requests.
-        self.auth: AuthCheck | None = None
-        #: Request metrics (apiserver.metrics.Metrics) or None.
-        self.metrics: Any = None
+        self.metrics = metrics
+        #: The stages between the wait group and the router, in order (empty slots left out).
+        self.stages: tuple[Filter, ...] = tuple(stages)
 
-    def handle(self, request: Any) -> None:
-        """Serve ``request`` (a twisted.web Request); always completes it eventually."""
+    def handle(self, request: HTTPRequest) -> None:
+        """Serve ``request``; always completes it eventually."""
+        # Request info (WithRequestInfo) and the Audit-ID header (WithAuditInit).
         method = request.method.decode("ascii", "replace")
         raw_path = request.path.decode("utf-8", "replace")
         path = unquote(raw_path) if "%" in raw_path else raw_path
@@ -215,6 +268,7 @@ class App:
         audit_id = request.getHeader(b"audit-id")
         headers.setRawHeaders(b"audit-id", [audit_id or new_uuid().encode()])
 
+        # Shutdown gate (WithRetryAfter).
         gate = self.gate
         if gate is not None:
             ua = (request.getHeader(b"user-agent") or b"").decode("latin-1")
@@ -225,11 +279,13 @@ class App:
                 self.write(request, refused)
                 return
 
+        # HSTS and CORS (WithHSTS, WithCORS).
         if self.policy.hsts is not None:
             headers.setRawHeaders(b"strict-transport-security", [self.policy.hsts.encode()])
         if self.policy.cors_origins and self._cors(request, method):
             return
 
+        # In-flight wait group and request metrics (WithWaitGroup, WithLatencyTrackers).
         metrics = self.metrics
         if gate is not None or metrics is not None:
             if gate is not None:
@@ -246,27 +302,52 @@ class App:
 
             request.notifyFinish().addBoth(finished)
 
-        auth = self.auth
-        if auth is not None:
-            verdict = auth.check(request, info)
+        # The stages: authentication, audit, impersonation, flow control, authorization.
+        index = 0
+        for stage in self.stages:
+            index += 1
+            verdict = stage(request, info)
             if verdict is not None:
-                if isinstance(verdict, Response):
-                    self.write(request, verdict)
-                    return
-                verdict.addCallback(self._after_auth, request, info)
-                verdict.addErrback(lambda f: self._internal_error(request, f))
+                self._verdict(request, info, verdict, index)
                 return
+        # The router, under the deadline (_dispatch, _await).
         self._dispatch(request, info)
 
-    def _after_auth(self, verdict: Response | None, request: Any, info: RequestInfo) -> None:
-        if request.finished or getattr(request, "_disconnected", False):
+    def _verdict(
+        self,
+        request: HTTPRequest,
+        info: RequestInfo,
+        verdict: Response | Deferred[Response | None],
+        resume_at: int,
+    ) -> None:
+        """A stage answered (write it) or must wait (go on at ``resume_at`` once it fires)."""
+        if isinstance(verdict, Response):
+            self.write(request, verdict)
+            return
+        verdict.addCallback(self._resume, request, info, resume_at)
+        verdict.addErrback(self._failed, request)
+
+    def _resume(
+        self, verdict: Response | None, request: HTTPRequest, info: RequestInfo, start: int
+    ) -> None:
+        """Go on after a stage's Deferred fired: its answer, or the next stages and the router."""
+        if request.finished or request._disconnected:
             return
         if verdict is not None:
             self.write(request, verdict)
             return
+        stages = self.stages
+        for index in range(start, len(stages)):
+            next_verdict = stages[index](request, info)
+            if next_verdict is not None:
+                self._verdict(request, info, next_verdict, index + 1)
+                return
         self._dispatch(request, info)
 
-    def _dispatch(self, request: Any, info: RequestInfo) -> None:
+    def _failed(self, failure: Failure, request: HTTPRequest) -> None:
+        self._internal_error(request, failure)
+
+    def _dispatch(self, request: HTTPRequest, info: RequestInfo) -> None:
         """Route to the handler and write (or await) its answer."""
         handler = self.router.resolve(info.path)
         if handler is None:
@@ -284,7 +365,8 @@ class App:
             return
         self._await(request, info, result)  # type: ignore[arg-type]
 
-    def _await(self, request: Any, info: RequestInfo, result: Deferred[Any]) -> None:
+    def _await(self, request: HTTPRequest, info: RequestInfo, result: Deferred[Any]) -> None:
+        """The deadline: ``--request-timeout`` for a handler that is not long-running."""
         timer: IDelayedCall | None = None
         if not info.long_running and self.policy.request_timeout > 0:
             timer = self.clock.callLater(
@@ -296,7 +378,7 @@ class App:
         def done(value: object) -> None:
             if timer is not None and timer.active():
                 timer.cancel()
-            if request.finished or getattr(request, "_disconnected", False):
+            if request.finished or request._disconnected:
                 return
             if isinstance(value, Response):
                 self.write(request, value)
@@ -306,14 +388,14 @@ class App:
         def failed(failure: Failure) -> None:
             if timer is not None and timer.active():
                 timer.cancel()
-            if request.finished or getattr(request, "_disconnected", False):
+            if request.finished or request._disconnected:
                 return
             self._internal_error(request, failure)
 
         maybeDeferred(lambda: result).addCallbacks(done, failed)
 
-    def _timed_out(self, request: Any, result: Deferred[Any]) -> None:
-        if request.finished or getattr(request, "_disconnected", False):
+    def _timed_out(self, request: HTTPRequest, result: Deferred[Any]) -> None:
+        if request.finished or request._disconnected:
             return
         if request.startedWriting:
             # Headers are out: all that is left is to abort, as Go's timeout handler does
@@ -323,10 +405,14 @@ class App:
             transport = getattr(channel, "transport", None)
             if transport is not None:
                 transport.abortConnection()
-            elif hasattr(request, "resetStream"):
-                request.resetStream(H2_INTERNAL_ERROR)
-            elif channel is not None:
-                channel.abortConnection()
+                return
+            reset = getattr(request, "resetStream", None)  # HTTP/2 (h2request.H2Request)
+            if reset is not None:
+                reset(H2_INTERNAL_ERROR)
+                return
+            abort = getattr(channel, "abortConnection", None)  # twisted.web's H2Stream
+            if abort is not None:
+                abort()
             return
         self.write(
             request,
@@ -334,7 +420,7 @@ class App:
         )
         result.cancel()
 
-    def _internal_error(self, request: Any, failure: Failure) -> None:
+    def _internal_error(self, request: HTTPRequest, failure: Failure) -> None:
         log.failure(
             "request {method} {path} failed", failure, method=request.method, path=request.path
         )
@@ -356,7 +442,7 @@ class App:
         )
         self.write(request, Response(500, (("Content-Type", "application/json"),), body))
 
-    def _cors(self, request: Any, method: str) -> bool:
+    def _cors(self, request: HTTPRequest, method: str) -> bool:
         """Add the CORS headers for an allowed Origin; True when the request is answered."""
         origin = request.getHeader(b"origin")
         if not origin:
@@ -376,7 +462,7 @@ class App:
         return False
 
     @staticmethod
-    def write(request: Any, response: Response) -> None:
+    def write(request: HTTPRequest, response: Response) -> None:
         """Write a whole answer with an explicit Content-Length."""
         request.setResponseCode(response.code)
         headers = request.responseHeaders
@@ -392,7 +478,7 @@ class App:
         request.finish()
 
 
-def _close_after(request: Any) -> None:
+def _close_after(request: HTTPRequest) -> None:
     """Make an HTTP/1.1 connection close after this response (HTTP/2 streams ignore it)."""
     channel = request.channel
     if isinstance(channel, (http.HTTPChannel, H1Channel)):

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from apiserver.http.app import RequestInfo
+from apiserver.http.request import HTTPRequest
 from apiserver.http.response import Response
 from apiserver.version import VersionInfo
 
@@ -27,14 +28,14 @@ def version_handler(info: VersionInfo) -> Callable[[Any, RequestInfo], Response]
     body = indented_json(info.as_dict())
     response = Response(200, (JSON,), body)
 
-    def handle(request: Any, _info: RequestInfo) -> Response:
+    def handle(request: HTTPRequest, _info: RequestInfo) -> Response:
         return response
 
     return handle
 
 
 def index_handler(paths: Callable[[], list[str]]) -> Callable[[Any, RequestInfo], Response]:
-    def handle(request: Any, _info: RequestInfo) -> Response:
+    def handle(request: HTTPRequest, _info: RequestInfo) -> Response:
         return Response(200, (JSON,), indented_json({"paths": sorted(set(paths()))}))
 
     return handle

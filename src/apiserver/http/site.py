@@ -15,7 +15,7 @@ HTTP/1.x connections are served by :class:`apiserver.http.h1.H1Channel` with
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, cast
 
 from twisted.logger import Logger
 from twisted.web import server
@@ -25,6 +25,7 @@ from twisted.web.resource import Resource
 from apiserver.http.app import App
 from apiserver.http.h1 import H1Channel, H1Request
 from apiserver.http.h2request import H2Request
+from apiserver.http.request import HTTPRequest
 
 log = Logger()
 
@@ -86,7 +87,7 @@ class ApiH1Request(H1Request):
         serve(self, self.site.app)
 
 
-def serve(request: Any, app: App) -> None:
+def serve(request: HTTPRequest, app: App) -> None:
     """Add the ``Date`` and run the App; a 500 if it raises before answering."""
     request.responseHeaders.setRawHeaders(b"date", [_dates.now()])
     try:
@@ -122,6 +123,7 @@ class ApiSite(server.Site):
         channel.seconds = reactor.seconds
         return channel
 
-    def log(self, request: Any) -> None:
+    def log(self, request: HTTPRequest) -> None:
         if self.log_requests:
-            super().log(request)
+            # The access log reads twisted.web names that all three request classes keep.
+            super().log(cast(server.Request, request))

@@ -21,6 +21,7 @@ from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
 
 from apiserver.http.app import RequestInfo
+from apiserver.http.request import HTTPRequest
 from apiserver.http.response import Response
 
 log = Logger()
@@ -179,7 +180,7 @@ class Metrics:
     # --- serving -----------------------------------------------------------------------
 
     def handler(self, profiling: bool) -> Callable[[Any, RequestInfo], Response]:
-        def handle(request: Any, info: RequestInfo) -> Response:
+        def handle(request: HTTPRequest, info: RequestInfo) -> Response:
             if info.method == "DELETE" and profiling:
                 self.reset()
                 return Response(

@@ -40,6 +40,7 @@ import attrs
 from apiserver.discovery.documents import go_marshal
 from apiserver.discovery.handlers import parse_accept
 from apiserver.http.app import RequestInfo, Router, header_value
+from apiserver.http.request import HTTPRequest
 from apiserver.http.response import Response
 from apiserver.openapi import documents as openapi_docs
 from apiserver.openapi.protobuf import encode_document
@@ -220,7 +221,7 @@ def _parse_ranges(spec: str, size: int) -> list[tuple[int, int]] | str:
     return ranges
 
 
-def _accepts_gzip(request: Any) -> bool:
+def _accepts_gzip(request: HTTPRequest) -> bool:
     """gziphandler ``acceptsGzip``: ``gzip`` listed in Accept-Encoding with a non-zero q."""
     for coding in header_value(request, b"accept-encoding").split(","):
         name, *params = coding.split(";")
@@ -239,7 +240,7 @@ def _accepts_gzip(request: Any) -> bool:
 
 
 def serve_content(
-    request: Any,
+    request: HTTPRequest,
     info: RequestInfo,
     headers: _Headers,
     body: bytes,
@@ -313,7 +314,7 @@ def serve_content(
     return headers.response(code, content)
 
 
-def _if_range_holds(request: Any, method: str, current: str, seconds: int) -> bool:
+def _if_range_holds(request: HTTPRequest, method: str, current: str, seconds: int) -> bool:
     """``checkIfRange``: whether a Range request may be honoured."""
     if method not in ("GET", "HEAD"):
         return True
@@ -422,14 +423,14 @@ class OpenAPIService:
         v2 = ServedDocument.of(openapi_docs.swagger_v2(documents, git_version), now)
         return cls(groups, discovery, v2, clock)
 
-    def handle_discovery(self, request: Any, info: RequestInfo) -> Response:
+    def handle_discovery(self, request: HTTPRequest, info: RequestInfo) -> Response:
         """handler3 ``HandleDiscovery``: ``{"paths": {...}}`` whatever the Accept header."""
         headers = _Headers()
         headers.set("Etag", f'"{self.discovery.etag}"')
         headers.set("Content-Type", JSON_TYPE)
         return serve_content(request, info, headers, self.discovery.body, self.discovery.modified)
 
-    def handle_group_version(self, request: Any, info: RequestInfo) -> Response:
+    def handle_group_version(self, request: HTTPRequest, info: RequestInfo) -> Response:
         """handler3 ``HandleGroupVersion`` for ``/openapi/v3/<key>``."""
         key = info.path[len(V3_PREFIX) :]
         headers = _Headers()
@@ -462,7 +463,7 @@ class OpenAPIService:
             self._v2_protobuf = encode_document(json.loads(self.v2.body))
         return self._v2_protobuf
 
-    def handle_v2(self, request: Any, info: RequestInfo) -> Response:
+    def handle_v2(self, request: HTTPRequest, info: RequestInfo) -> Response:
         """kube-openapi handler ``RegisterOpenAPIVersionedService`` inside gziphandler.
 
         JSON, or gnostic protobuf under either of its two media types (the answer always

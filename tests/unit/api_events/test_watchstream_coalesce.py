@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tests.unit.fake_request import FakeRequest as CompleteRequest
 from twisted.internet.task import Clock
 
 from apiserver.api.events.encoding import EncodedEvents
@@ -12,10 +13,10 @@ from apiserver.api.events.watchstream import WatchStream
 from apiserver.http.coalesce import WriteCoalescer
 
 
-class FakeRequest:
+class FakeRequest(CompleteRequest):
     def __init__(self) -> None:
+        super().__init__()
         self.writes: list[bytes] = []
-        self.finished = False
         self.fail_writes = False
 
     def write(self, data: bytes) -> None:
@@ -24,7 +25,7 @@ class FakeRequest:
         self.writes.append(data)
 
     def finish(self) -> None:
-        self.finished = True
+        self.finished = 1
 
 
 class Out:

@@ -30,7 +30,7 @@ from apiserver.auth.authn.serviceaccount import (
     ServiceAccountAuthenticator,
     TokenSigner,
 )
-from apiserver.auth.filter import AuthFilter
+from apiserver.auth.filter import AuthStages
 from apiserver.auth.interface import (
     ALLOW,
     DENY,
@@ -41,6 +41,7 @@ from apiserver.auth.interface import (
 )
 from apiserver.auth.requestinfo import parse_request_info
 from apiserver.http.app import App, Router, ServingPolicy
+from apiserver.http.chain import build_handler_chain
 from apiserver.options import ServerConfig
 
 NOW = 1_800_000_000.0  # 2027-01-15T08:00:00Z
@@ -107,9 +108,8 @@ class Api:
         )
         router = Router()
         router.add_prefix(PREFIX, TokenRequestAPI(self.rest).handle)
-        app = App(router, self.clock, ServingPolicy())
-        if authorizer is not None:
-            app.auth = AuthFilter(Bob(), False, authorizer)
+        auth = AuthStages.build(Bob(), False, authorizer) if authorizer is not None else None
+        app = build_handler_chain(router, self.clock, ServingPolicy(), auth=auth)
         self.treq = StubTreq(AppResource(app))
 
     def request(

@@ -10,8 +10,8 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+from tests.unit.fake_request import FakeRequest as CompleteRequest
 from tests.unit.unit_helpers import FakeStore, result_of  # noqa: F401 - shared here too
-from twisted.web.http_headers import Headers
 
 NOW = 1_800_000_000.0  # 2027-01-15, the clock every test starts at
 
@@ -106,8 +106,8 @@ def issue(
     return Issued(cert, key)
 
 
-class FakeRequest:
-    """What the authenticators read of a twisted.web request."""
+class FakeRequest(CompleteRequest):
+    """A request with the headers and client certificate chain the authenticators read."""
 
     def __init__(
         self,
@@ -115,15 +115,11 @@ class FakeRequest:
         path: bytes = b"/api/v1/namespaces",
         chain: Sequence[x509.Certificate] = (),
     ) -> None:
-        self.requestHeaders = Headers()
+        super().__init__(b"GET", path)
         for name, value in (headers or {}).items():
             values = value if isinstance(value, list) else [value]
             self.requestHeaders.setRawHeaders(name.encode(), [v.encode() for v in values])
-        self.responseHeaders = Headers()
-        self.path = path
-        self.uri = path
         self.chain = list(chain)
-        self.transport: Any = None
 
 
 def chain_of(request: Any) -> list[x509.Certificate]:

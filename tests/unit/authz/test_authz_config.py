@@ -23,7 +23,7 @@ from apiserver.auth.authz.node import NodeAuthorizer
 from apiserver.auth.authz.rbac import RBACAuthorizer
 from apiserver.auth.authz.union import Union
 from apiserver.auth.authz.webhook import WebhookAuthorizer
-from apiserver.auth.filter import AuthFilter
+from apiserver.auth.filter import AuthStages
 from apiserver.auth.interface import ALLOW, DENY, NO_OPINION, Attributes, UserInfo
 from apiserver.options.config import ServerConfig
 
@@ -296,9 +296,10 @@ def test_bad_documents(tmp_path: Path) -> None:
 
 
 def test_build_auth_default_allows_anonymous() -> None:
-    check = build_auth(ServerConfig.defaults(), Clock(), None)
-    assert isinstance(check, AuthFilter)
-    assert check.authorizer is None
+    stages = build_auth(ServerConfig.defaults(), Clock(), None)
+    assert isinstance(stages, AuthStages)
+    assert stages.authorization.authorizer is None
+    assert stages.impersonation.authorizer is None
 
 
 def test_authorization_config_is_reloaded(tmp_path: Path) -> None:
@@ -306,23 +307,32 @@ def test_authorization_config_is_reloaded(tmp_path: Path) -> None:
     path.write_text(document([{"type": "AlwaysDeny", "name": "alwaysdeny"}]))
     clock = Clock()
     config = ServerConfig.defaults().evolve(authorization_config=str(path))
-    check = build_auth(config, clock, None)
-    assert isinstance(check, AuthFilter)
-    assert check.background == [check.reloader]
+    stages = build_auth(config, clock, None)
+    assert isinstance(stages, AuthStages)
+    assert stages.reloader is not None
+    assert stages.background == [stages.reloader]
     assert not clock.getDelayedCalls()  # building schedules nothing: the tree starts it
-    check.reloader.start()
-    first = check.authorizer
+    stages.reloader.start()
+
+    def current() -> object:
+        # Impersonation and authorization always ask the same authorizer.
+        assert stages.impersonation.authorizer is stages.authorization.authorizer
+        return stages.authorization.authorizer
+
+    first = current()
     assert isinstance(first, Union)
     clock.advance(60)
-    assert check.authorizer is first  # unchanged file: nothing rebuilt
+    assert current() is first  # unchanged file: nothing rebuilt
     path.write_text(document([{"type": "RBAC", "name": "not-rbac"}]))
     clock.advance(60)
-    assert check.authorizer is first  # invalid: the running chain stays
+    assert current() is first  # invalid: the running chain stays
     path.write_text(document([{"type": "AlwaysAllow", "name": "alwaysallow"}]))
     clock.advance(60)
-    assert check.authorizer is None
+    assert current() is None
     path.write_text(document([{"type": "RBAC", "name": "rbac"}]))
     clock.advance(60)
-    assert isinstance(check.authorizer, Union)
-    assert isinstance(check.authorizer.authorizers[1], RBACAuthorizer)
-    check.reloader.stop()
+    chain = current()
+    assert isinstance(chain, Union)
+    assert isinstance(chain.authorizers[1], RBACAuthorizer)
+    assert stages.reloader is not None
+    stages.reloader.stop()

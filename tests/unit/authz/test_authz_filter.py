@@ -1,4 +1,4 @@
-"""The auth filter in the HTTP app, through treq's StubTreq over a tiny router (no network)."""
+"""The auth stages in the handler chain, through treq's StubTreq over a tiny router (no network)."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 import pytest
+from tests.unit.fake_request import FakeRequest
 from tests.unit.unit_helpers import AppResource
 from treq.testing import StubTreq
 from twisted.internet.defer import Deferred, fail, succeed
@@ -17,7 +18,7 @@ from apiserver.auth.authz.abac import ABACAuthorizer, Policy
 from apiserver.auth.authz.builtin import AlwaysDeny, PrivilegedGroups
 from apiserver.auth.authz.rbac import RBACAuthorizer
 from apiserver.auth.authz.union import Union
-from apiserver.auth.filter import AuthFilter
+from apiserver.auth.filter import AuthStages
 from apiserver.auth.interface import (
     ALLOW,
     DENY,
@@ -28,7 +29,8 @@ from apiserver.auth.interface import (
     Decision,
     UserInfo,
 )
-from apiserver.http.app import App, RequestInfo, Router, ServingPolicy
+from apiserver.http.app import RequestInfo, Router, ServingPolicy
+from apiserver.http.chain import build_handler_chain
 from apiserver.http.response import Response, text
 
 UNAUTHORIZED = (
@@ -82,12 +84,13 @@ class Raising:
         raise AuthorizerError("webhook down", self.decision, "")
 
 
-def make(auth: AuthFilter) -> tuple[StubTreq, list[Any]]:
-    seen: list[Any] = []
+def make(auth: AuthStages) -> tuple[StubTreq, list[tuple[Any, RequestInfo]]]:
+    seen: list[tuple[Any, RequestInfo]] = []
 
     def echo(request: Any, info: RequestInfo) -> Response:
-        seen.append(request)
-        user = request.apiserver_user
+        seen.append((request, info))
+        user = info.user
+        assert user is not None
         body = {
             "user": user.name,
             "groups": list(user.groups),
@@ -111,8 +114,7 @@ def make(auth: AuthFilter) -> tuple[StubTreq, list[Any]]:
     router.add("/who", echo)
     router.add_prefix("/api/", echo)
     router.add_prefix("/apis/", echo)
-    app = App(router, Clock(), ServingPolicy())
-    app.auth = auth
+    app = build_handler_chain(router, Clock(), ServingPolicy(), auth=auth)
     return StubTreq(AppResource(app)), seen
 
 
@@ -126,14 +128,14 @@ class FilterTests(SynchronousTestCase):
     # -- authentication --------------------------------------------------------------------
 
     def test_anonymous_allowed_and_always_allow(self) -> None:
-        treq, _ = make(AuthFilter(None, True, None))
+        treq, _ = make(AuthStages.build(None, True, None))
         code, _, body = self.get(treq, "/who")
         assert code == 200
         data = json.loads(body)
         assert (data["user"], data["groups"]) == ("system:anonymous", ["system:unauthenticated"])
 
     def test_no_credentials_without_anonymous_is_401(self) -> None:
-        treq, _ = make(AuthFilter(HeaderAuthenticator(), False, None))
+        treq, _ = make(AuthStages.build(HeaderAuthenticator(), False, None))
         code, headers, body = self.get(treq, "/apis/events.k8s.io/v1/events")
         assert (code, body) == (401, UNAUTHORIZED)
         assert headers.getRawHeaders("content-type") == ["application/json"]
@@ -143,18 +145,20 @@ class FilterTests(SynchronousTestCase):
         assert self.get(treq, "/healthz")[::2] == (401, UNAUTHORIZED)
 
     def test_invalid_credentials_are_401_even_with_anonymous(self) -> None:
-        treq, _ = make(AuthFilter(HeaderAuthenticator(), True, None))
+        treq, _ = make(AuthStages.build(HeaderAuthenticator(), True, None))
         code, _, body = self.get(treq, "/healthz", headers={"X-Test-User": "bad"})
         assert (code, body) == (401, UNAUTHORIZED)
 
     def test_anonymous_conditions_by_path(self) -> None:
-        treq, _ = make(AuthFilter(HeaderAuthenticator(), lambda path: path == "/healthz", None))
+        treq, _ = make(
+            AuthStages.build(HeaderAuthenticator(), lambda path: path == "/healthz", None)
+        )
         assert self.get(treq, "/healthz")[0] == 200
         assert self.get(treq, "/readyz")[0] == 401
 
     def test_authenticated_user_attached_and_credentials_removed(self) -> None:
         authn = HeaderAuthenticator()
-        treq, seen = make(AuthFilter(authn, False, None, request_header_names=["X-My-User"]))
+        treq, seen = make(AuthStages.build(authn, False, None, request_header_names=["X-My-User"]))
         code, _, body = self.get(
             treq,
             "/who",
@@ -169,16 +173,17 @@ class FilterTests(SynchronousTestCase):
         assert code == 200
         assert json.loads(body)["user"] == "bob"
         assert authn.seen == [b"Bearer abc"]
-        request = seen[0]
+        request, info = seen[0]
         for name in ("authorization", "x-remote-user", "x-remote-extra-scopes", "x-my-user"):
             assert not request.requestHeaders.hasHeader(name), name
-        assert request.apiserver_authenticated_user.name == "bob"
-        assert request.apiserver_impersonated_user is None
-        assert request.apiserver_request_info.verb == "get"
-        assert request.apiserver_authorization == ("allow", "")
+        assert info.authenticated_user is not None
+        assert info.authenticated_user.name == "bob"
+        assert info.impersonated_user is None
+        assert info.resolved is not None and info.resolved.verb == "get"
+        assert info.authorization == ("allow", "")
 
     def test_deferred_authenticator(self) -> None:
-        treq, _ = make(AuthFilter(HeaderAuthenticator(deferred=True), False, None))
+        treq, _ = make(AuthStages.build(HeaderAuthenticator(deferred=True), False, None))
         code, _, body = self.get(treq, "/who", headers={"X-Test-User": "bob"})
         assert code == 200 and json.loads(body)["user"] == "bob"
         assert self.get(treq, "/who")[::2] == (401, UNAUTHORIZED)
@@ -187,7 +192,7 @@ class FilterTests(SynchronousTestCase):
 
     def test_audiences_must_intersect(self) -> None:
         authn = HeaderAuthenticator(audiences=("other",))
-        treq, _ = make(AuthFilter(authn, False, None, api_audiences=["api"]))
+        treq, _ = make(AuthStages.build(authn, False, None, api_audiences=["api"]))
         assert self.get(treq, "/who", headers={"X-Test-User": "bob"})[::2] == (
             401,
             UNAUTHORIZED,
@@ -198,7 +203,7 @@ class FilterTests(SynchronousTestCase):
         assert self.get(treq, "/who", headers={"X-Test-User": "bob"})[0] == 200
 
     def test_bad_resource_path_is_500_before_authentication(self) -> None:
-        treq, _ = make(AuthFilter(HeaderAuthenticator(), False, None))
+        treq, _ = make(AuthStages.build(HeaderAuthenticator(), False, None))
         code, headers, body = self.get(treq, "/api/v1/watch?x=1")
         assert code == 500
         assert body == (
@@ -212,7 +217,7 @@ class FilterTests(SynchronousTestCase):
 
     def rbac(self, authn: Any = None, anonymous: bool = True) -> StubTreq:
         chain = Union([PrivilegedGroups(), RBACAuthorizer()])
-        return make(AuthFilter(authn or HeaderAuthenticator(), anonymous, chain))[0]
+        return make(AuthStages.build(authn or HeaderAuthenticator(), anonymous, chain))[0]
 
     def test_rbac_anonymous_health_and_forbidden_texts(self) -> None:
         treq = self.rbac()
@@ -276,7 +281,7 @@ class FilterTests(SynchronousTestCase):
         assert code == 403
 
     def test_always_deny_reason_and_pretty_for_curl(self) -> None:
-        treq = make(AuthFilter(None, True, Union([PrivilegedGroups(), AlwaysDeny()])))[0]
+        treq = make(AuthStages.build(None, True, Union([PrivilegedGroups(), AlwaysDeny()])))[0]
         code, _, body = self.get(treq, "/healthz")
         assert code == 403
         assert json.loads(body)["message"] == (
@@ -287,26 +292,26 @@ class FilterTests(SynchronousTestCase):
         assert pretty.startswith(b'{\n  "kind": "Status"')
 
     def test_yaml_negotiated(self) -> None:
-        treq = make(AuthFilter(None, True, Union([PrivilegedGroups(), AlwaysDeny()])))[0]
+        treq = make(AuthStages.build(None, True, Union([PrivilegedGroups(), AlwaysDeny()])))[0]
         code, headers, body = self.get(treq, "/healthz", headers={"Accept": "application/yaml"})
         assert code == 403
         assert headers.getRawHeaders("content-type") == ["application/yaml"]
         assert b"reason: Forbidden" in body
 
     def test_authorizer_error_is_500_unless_allowed(self) -> None:
-        treq = make(AuthFilter(None, True, Union([PrivilegedGroups(), Raising()])))[0]
+        treq = make(AuthStages.build(None, True, Union([PrivilegedGroups(), Raising()])))[0]
         code, headers, body = self.get(treq, "/healthz?a=1")
         assert (code, body) == (500, b'Internal Server Error: "/healthz?a=1": webhook down')
         assert headers.getRawHeaders("content-type") == ["text/plain"]
         allowed = ABACAuthorizer([Policy(group="system:unauthenticated", non_resource_path="*")])
-        treq = make(AuthFilter(None, True, Union([Raising(), allowed])))[0]
+        treq = make(AuthStages.build(None, True, Union([Raising(), allowed])))[0]
         assert self.get(treq, "/healthz")[0] == 200
-        treq = make(AuthFilter(None, True, Union([Raising(DENY)])))[0]
+        treq = make(AuthStages.build(None, True, Union([Raising(DENY)])))[0]
         assert self.get(treq, "/healthz")[0] == 500
 
     def test_deferred_authorizer(self) -> None:
         slow = SlowAuthorizer()
-        treq = make(AuthFilter(None, True, Union([PrivilegedGroups(), slow])))[0]
+        treq = make(AuthStages.build(None, True, Union([PrivilegedGroups(), slow])))[0]
         d = treq.get("https://x/healthz")
         self.assertNoResult(d)
         attributes, pending = slow.pending[0]
@@ -404,7 +409,7 @@ class FilterTests(SynchronousTestCase):
         allow_users = ABACAuthorizer(
             [Policy(user="bob", resource="users", namespace="*", api_group="*")]
         )
-        treq = make(AuthFilter(HeaderAuthenticator(), True, Union([allow_users])))[0]
+        treq = make(AuthStages.build(HeaderAuthenticator(), True, Union([allow_users])))[0]
         code, _, body = self.get(
             treq,
             "/who",
@@ -434,14 +439,14 @@ class FilterTests(SynchronousTestCase):
         assert status["message"] == "requested [{Group  devs    }] without impersonating a user"
 
     def test_impersonation_with_always_allow(self) -> None:
-        treq = make(AuthFilter(None, True, None))[0]
+        treq = make(AuthStages.build(None, True, None))[0]
         code, _, body = self.get(treq, "/who", headers={"Impersonate-User": "system:anonymous"})
         assert code == 200
         assert json.loads(body)["groups"] == ["system:unauthenticated"]
 
     def test_deferred_impersonation_check(self) -> None:
         slow = SlowAuthorizer()
-        treq = make(AuthFilter(HeaderAuthenticator(), True, Union([slow])))[0]
+        treq = make(AuthStages.build(HeaderAuthenticator(), True, Union([slow])))[0]
         d = treq.get("https://x/who", headers={"X-Test-User": "bob", "Impersonate-User": "al"})
         attributes, pending = slow.pending[0]
         assert (attributes.verb, attributes.resource, attributes.name) == (
@@ -464,23 +469,18 @@ class FilterTests(SynchronousTestCase):
 
 @pytest.mark.parametrize("deferred", [False, True])
 def test_synchronous_path_has_no_deferred(deferred: bool) -> None:
-    """AlwaysAllow/RBAC with a synchronous authenticator answers check() synchronously."""
-    auth = AuthFilter(HeaderAuthenticator(deferred=deferred), True, Union([RBACAuthorizer()]))
-
-    class FakeRequest:
-        uri = b"/readyz"
-
-        def __init__(self) -> None:
-            from twisted.web.http_headers import Headers
-
-            self.requestHeaders = Headers()
-
-        def getHeader(self, name: bytes) -> bytes | None:
-            return None
-
+    """RBAC with a synchronous authenticator runs every auth stage synchronously."""
+    auth = AuthStages.build(HeaderAuthenticator(deferred=deferred), True, Union([RBACAuthorizer()]))
+    request = FakeRequest(b"GET", b"/readyz")
     info = RequestInfo("GET", "/readyz", {}, False, False)
-    result = auth.check(FakeRequest(), info)
+    stages = [auth.request_info, auth.authentication, auth.impersonation, auth.authorization]
+    results = []
+    for stage in stages:
+        results.append(stage(request, info))
+        if results[-1] is not None:
+            break
     if deferred:
-        assert isinstance(result, Deferred)
+        assert results[0] is None and isinstance(results[1], Deferred)
     else:
-        assert result is None
+        assert results == [None, None, None, None]
+        assert info.authorization is not None and info.authorization[0] == "allow"

@@ -159,16 +159,16 @@ def test_parse_query_like_go() -> None:
 def test_header_value_is_the_first_of_repeated_values_like_go() -> None:
     """Go's ``Header.Get`` (what kube-apiserver reads) gives the first value; twisted's
     ``getHeader`` the last. Both request types the server builds are checked."""
-    from twisted.web.test.requesthelper import DummyRequest
+    from tests.unit.fake_request import FakeRequest
 
     from apiserver.http.app import header_value
     from apiserver.http.h1request import H1Request
 
-    dummy = DummyRequest([b""])
-    dummy.requestHeaders.setRawHeaders(b"accept", [b"application/yaml", b"application/json"])
-    assert header_value(dummy, b"accept") == "application/yaml"
-    assert header_value(dummy, b"content-type") == ""
+    fake = FakeRequest()
+    fake.requestHeaders.setRawHeaders(b"accept", [b"application/yaml", b"application/json"])
+    assert header_value(fake, b"accept") == "application/yaml"
+    assert header_value(fake, b"content-type") == ""
 
     lean = H1Request.__new__(H1Request)
-    lean.requestHeaders = dummy.requestHeaders
+    lean.requestHeaders = fake.requestHeaders
     assert header_value(lean, b"Accept") == "application/yaml"

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 import yaml
 from openapi_spec_validator.validation import OpenAPIV2SpecValidator, OpenAPIV30SpecValidator
+from tests.unit.fake_request import FakeRequest
 from tests.unit.unit_helpers import AppResource
 from treq.testing import StubTreq
 from twisted.internet.task import Clock
@@ -413,10 +414,12 @@ def test_v2_is_valid_swagger() -> None:
     assert header(headers, "content-type") == ["application/json"]
 
 
-class _Request:
+class _Request(FakeRequest):
     def __init__(self, **headers: str) -> None:
-        self.requestHeaders = Headers(
-            {name.replace("_", "-").encode(): [value.encode()] for name, value in headers.items()}
+        super().__init__(
+            headers={
+                name.replace("_", "-").encode(): [value.encode()] for name, value in headers.items()
+            }
         )
 
 

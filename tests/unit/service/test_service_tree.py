@@ -175,11 +175,11 @@ def test_building_writes_nothing_schedules_nothing_replaces_nothing(
 
 def loops_of(server: Server) -> list[LoopingCall]:
     """Every LoopingCall the running tree has."""
-    auth: Any = server.app.auth
+    reloader: Any = server.auth_stages.reloader
     loops = [
         *server.storage_metrics.loops,
         server.log_check._loop,
-        auth.reloader._loop,
+        reloader._loop,
         server.cacher._bookmarks,  # type: ignore[union-attr]
         server.root.child_named("log-flush").loop,  # type: ignore[attr-defined]
     ]

@@ -20,6 +20,15 @@ from twisted.internet.defer import Deferred, DeferredSemaphore
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
+from apiserver.admission import (
+    CREATE,
+    UPDATE,
+    Admission,
+    Attributes,
+    Operation,
+    run_mutating,
+    run_validating,
+)
 from apiserver.api.events import convert, selection, validation
 from apiserver.api.events.createfields import CreateManagedFields
 from apiserver.api.events.encoding import EncodedEvents, ListBodies
@@ -37,6 +46,7 @@ from apiserver.apimachinery.names import generate_name
 from apiserver.apimachinery.uid import new_uuid
 from apiserver.http.app import STREAMING, RequestInfo, header_value
 from apiserver.http.coalesce import WriteCoalescer
+from apiserver.http.request import HTTPRequest
 from apiserver.http.response import Response
 from apiserver.registry import codec
 from apiserver.registry.store import Obj, Registry, metadata
@@ -129,8 +139,11 @@ class EventsAPI:
         lifecycle: Any = None,
         rng: random.Random | None = None,
         list_cached: Callable[[bytes, int], Deferred[Any]] | None = None,
+        admission: Admission | None = None,
     ) -> None:
         self.registry = registry
+        #: Admission between decoding and storage (apiserver.admission); None: none at all.
+        self.admission = admission
         self.clock = clock
         self.min_request_timeout = min_request_timeout
         self.delete_workers = max(1, delete_collection_workers)
@@ -146,7 +159,7 @@ class EventsAPI:
 
     # --- dispatch ------------------------------------------------------------------------
 
-    def handle(self, request: Any, info: RequestInfo) -> Response | Deferred[Any] | object:
+    def handle(self, request: HTTPRequest, info: RequestInfo) -> Response | Deferred[Any] | object:
         target = parse_target(info.path)
         if target is None:
             return errors.StatusError(
@@ -203,7 +216,9 @@ class EventsAPI:
 
     # --- shared pieces ---------------------------------------------------------------------
 
-    def _output(self, request: Any, info: RequestInfo, *, is_list: bool, is_watch: bool) -> Any:
+    def _output(
+        self, request: HTTPRequest, info: RequestInfo, *, is_list: bool, is_watch: bool
+    ) -> Any:
         accept = header_value(request, b"accept") or None
         key = (accept, is_list, is_watch)
         known = self._outputs.get(key)
@@ -216,18 +231,18 @@ class EventsAPI:
             self._outputs[key] = out
         return out
 
-    def _plain_json(self, request: Any, info: RequestInfo, out: Any) -> bool:
+    def _plain_json(self, request: HTTPRequest, info: RequestInfo, out: Any) -> bool:
         """Whether ``out`` is compact JSON: the form answered with cached bytes."""
         return bool(out.kind == "json" and not self._pretty(request, info, out))
 
-    def _pretty(self, request: Any, info: RequestInfo, out: Any = None) -> bool:
+    def _pretty(self, request: HTTPRequest, info: RequestInfo, out: Any = None) -> bool:
         if out is not None and getattr(out, "pretty", False):
             return True
         return negotiation.wants_pretty(info.query, header_value(request, b"user-agent"))
 
     def _respond(
         self,
-        request: Any,
+        request: HTTPRequest,
         info: RequestInfo,
         code: int,
         obj: Any,
@@ -247,7 +262,7 @@ class EventsAPI:
 
     def _render_object(
         self,
-        request: Any,
+        request: HTTPRequest,
         info: RequestInfo,
         code: int,
         internal: Obj,
@@ -275,7 +290,9 @@ class EventsAPI:
             body = to_v1(internal)
         return self._respond(request, info, code, body, out, list(warnings))
 
-    def _decode_body(self, request: Any, field_validation: str) -> tuple[Obj, list[str], bytes]:
+    def _decode_body(
+        self, request: HTTPRequest, field_validation: str
+    ) -> tuple[Obj, list[str], bytes]:
         fmt = negotiation.negotiate_body(header_value(request, b"content-type") or None)
         raw = request.content.read() if request.content is not None else b""
         obj = decode_document(raw, fmt)
@@ -320,14 +337,14 @@ class EventsAPI:
                 f'{KIND} in version "{VERSION}" cannot be handled as a {KIND}: {error}'
             ) from None
 
-    def _manager(self, request: Any, opts: Any) -> str:
+    def _manager(self, request: HTTPRequest, opts: Any) -> str:
         return request_options.field_manager_or_user_agent(
             opts.field_manager or "", header_value(request, b"user-agent")
         )
 
     # --- get -----------------------------------------------------------------------------
 
-    async def get(self, request: Any, info: RequestInfo, target: Target) -> Response:
+    async def get(self, request: HTTPRequest, info: RequestInfo, target: Target) -> Response:
         assert target.namespace is not None and target.name is not None
         rv = _query_str(info.query, b"resourceVersion")
         if rv not in ("", "0"):
@@ -338,7 +355,7 @@ class EventsAPI:
         obj = await self.registry.get(target.namespace, target.name)
         return self._render_object(request, info, 200, obj, stored=True)
 
-    def _get_now(self, request: Any, info: RequestInfo, target: Target) -> Response | None:
+    def _get_now(self, request: HTTPRequest, info: RequestInfo, target: Target) -> Response | None:
         """A GET answered without a coroutine when the store knows the object at once (the
         embedded store's committed state: the answer :meth:`get` would give); else None."""
         assert target.namespace is not None and target.name is not None
@@ -354,9 +371,35 @@ class EventsAPI:
         except errors.StatusError as error:
             return error.response()
 
+    # --- admission -------------------------------------------------------------------------
+
+    @staticmethod
+    def _attributes(
+        operation: Operation,
+        info: RequestInfo,
+        namespace: str,
+        obj: Obj,
+        old: Obj | None = None,
+        dry_run: bool = False,
+    ) -> Attributes:
+        """What admission is told (``admission.NewAttributesRecord`` in the handlers)."""
+        return Attributes(
+            operation,
+            GROUP,
+            VERSION,
+            "events",
+            KIND,
+            namespace,
+            metadata(obj).get("name") or "",
+            obj,
+            old,
+            dry_run=dry_run,
+            user=info.user,
+        )
+
     # --- create ----------------------------------------------------------------------------
 
-    async def create(self, request: Any, info: RequestInfo, target: Target) -> Response:
+    async def create(self, request: HTTPRequest, info: RequestInfo, target: Target) -> Response:
         assert target.namespace is not None
         opts = request_options.parse_write_options(info.query)
         request_options.validate_create_options(opts)
@@ -379,6 +422,15 @@ class EventsAPI:
             )
         manager = self._manager(request, opts)
         dry_run = bool(opts.dry_run)
+        admission = self.admission
+        if admission is not None:
+            # Mutating admission sees the decoded object before generateName and the
+            # server-set fields, as in handlers/create.go.
+            await run_mutating(
+                admission,
+                self._attributes(CREATE, info, target.namespace, internal, dry_run=dry_run),
+            )
+            meta = metadata(internal)
         attempts = 8 if meta.get("generateName") and not meta.get("name") else 1
         for attempt in range(attempts):
             # Only metadata is written to from here on (name, uid, timestamps, managedFields,
@@ -388,6 +440,11 @@ class EventsAPI:
             if attempts > 1:
                 cmeta["name"] = generate_name(cmeta["generateName"], self.rng)
             self._prepare_create(candidate, manager)
+            if admission is not None:
+                await run_validating(
+                    admission,
+                    self._attributes(CREATE, info, target.namespace, candidate, dry_run=dry_run),
+                )
             try:
                 created = await self.registry.create(candidate, dry_run=dry_run)
             except errors.StatusError as error:
@@ -426,7 +483,7 @@ class EventsAPI:
 
     # --- update ----------------------------------------------------------------------------
 
-    async def update(self, request: Any, info: RequestInfo, target: Target) -> Response:
+    async def update(self, request: HTTPRequest, info: RequestInfo, target: Target) -> Response:
         assert target.namespace is not None and target.name is not None
         opts = request_options.parse_write_options(info.query)
         request_options.validate_update_options(opts)
@@ -435,6 +492,8 @@ class EventsAPI:
         new = self._to_internal(body)
         self._check_identity(new, target)
         manager = self._manager(request, opts)
+        admission = self.admission
+        namespace, dry_run = target.namespace, bool(opts.dry_run)
 
         async def try_update(current: Obj | None) -> Obj:
             candidate = _deep_copy(new)
@@ -443,9 +502,21 @@ class EventsAPI:
                 for key in WIPED_ON_CREATE:
                     meta.pop(key, None)
                 meta.pop("resourceVersion", None)
+                if admission is None:
+                    self._prepare_create(candidate, manager)
+                    return candidate
+                attributes = self._attributes(CREATE, info, namespace, candidate, None, dry_run)
+                await run_mutating(admission, attributes)
                 self._prepare_create(candidate, manager)
+                await run_validating(admission, attributes)
                 return candidate
-            return self._prepare_update(candidate, current, manager, check_rv=True)
+            if admission is None:
+                return self._prepare_update(candidate, current, manager, check_rv=True)
+            attributes = self._attributes(UPDATE, info, namespace, candidate, current, dry_run)
+            await run_mutating(admission, attributes)
+            updated = self._prepare_update(candidate, current, manager, check_rv=True)
+            await run_validating(admission, attributes)
+            return updated
 
         obj, created = await self.registry.guaranteed_update(
             target.namespace, target.name, try_update, dry_run=bool(opts.dry_run)
@@ -505,7 +576,7 @@ class EventsAPI:
 
     # --- patch -----------------------------------------------------------------------------
 
-    async def patch(self, request: Any, info: RequestInfo, target: Target) -> Response:
+    async def patch(self, request: HTTPRequest, info: RequestInfo, target: Target) -> Response:
         assert target.namespace is not None and target.name is not None
         patch_type = negotiation.patch_type(header_value(request, b"content-type") or None)
         opts = request_options.parse_write_options(info.query)
@@ -520,6 +591,8 @@ class EventsAPI:
             api_version=API_VERSION,
             validation=opts.effective_field_validation,
         )
+        admission = self.admission
+        namespace, dry_run = target.namespace, bool(opts.dry_run)
 
         async def try_update(current: Obj | None) -> Obj:
             now = format_seconds(self.clock.seconds())
@@ -538,17 +611,30 @@ class EventsAPI:
             patched = patcher.apply(current_v1, now)
             new = self._to_internal(patched)
             self._check_identity(new, target)
+            attributes: Attributes | None = None
             if current is None:
                 meta = metadata(new)
                 for key in WIPED_ON_CREATE:
                     meta.pop(key, None)
                 meta.pop("resourceVersion", None)
+                if admission is not None:
+                    attributes = self._attributes(CREATE, info, namespace, new, None, dry_run)
+                    await run_mutating(admission, attributes)
+                    meta = metadata(new)
                 meta["uid"] = new_uuid()
                 meta["creationTimestamp"] = format_seconds(self.clock.seconds())
                 self._validate_create(new)
+                if admission is not None and attributes is not None:
+                    await run_validating(admission, attributes)
                 return new
+            if admission is not None:
+                attributes = self._attributes(UPDATE, info, namespace, new, current, dry_run)
+                await run_mutating(admission, attributes)
             # The Patcher already tracked managedFields for this manager.
-            return self._prepare_update(new, current, None, check_rv=True)
+            updated = self._prepare_update(new, current, None, check_rv=True)
+            if admission is not None and attributes is not None:
+                await run_validating(admission, attributes)
+            return updated
 
         obj, created = await self.registry.guaranteed_update(
             target.namespace, target.name, try_update, dry_run=bool(opts.dry_run)
@@ -558,7 +644,7 @@ class EventsAPI:
 
     # --- delete ----------------------------------------------------------------------------
 
-    def _delete_options(self, request: Any, info: RequestInfo) -> Any:
+    def _delete_options(self, request: HTTPRequest, info: RequestInfo) -> Any:
         raw = request.content.read() if request.content is not None else b""
         fmt = "json"
         if raw.strip():
@@ -567,7 +653,7 @@ class EventsAPI:
         request_options.validate_delete_options(opts)
         return opts
 
-    async def delete(self, request: Any, info: RequestInfo, target: Target) -> Response:
+    async def delete(self, request: HTTPRequest, info: RequestInfo, target: Target) -> Response:
         assert target.namespace is not None and target.name is not None
         opts = self._delete_options(request, info)
         check = _preconditions(opts)
@@ -589,7 +675,9 @@ class EventsAPI:
         }
         return Response(200, (("Content-Type", "application/json"),), codec.encode_json(body))
 
-    async def delete_collection(self, request: Any, info: RequestInfo, target: Target) -> Response:
+    async def delete_collection(
+        self, request: HTTPRequest, info: RequestInfo, target: Target
+    ) -> Response:
         assert target.namespace is not None
         delete_opts = self._delete_options(request, info)
         list_opts = request_options.parse_list_options(info.query)
@@ -639,7 +727,7 @@ class EventsAPI:
 
         return keep
 
-    async def list_or_watch(self, request: Any, info: RequestInfo, target: Target) -> Any:
+    async def list_or_watch(self, request: HTTPRequest, info: RequestInfo, target: Target) -> Any:
         opts = request_options.parse_list_options(info.query)
         if opts.watch:
             return await self.watch(request, info, target)
@@ -732,7 +820,7 @@ class EventsAPI:
         return self._render_list(request, info, page.items, list_meta, key)
 
     def _kept_list(
-        self, request: Any, info: RequestInfo, key: tuple[int, bytes]
+        self, request: HTTPRequest, info: RequestInfo, key: tuple[int, bytes]
     ) -> Response | None:
         """The kept JSON body for ``key``, if the request wants plain JSON and one is kept."""
         body = self.list_bodies.get(key)
@@ -745,7 +833,7 @@ class EventsAPI:
 
     def _render_list(
         self,
-        request: Any,
+        request: HTTPRequest,
         info: RequestInfo,
         items: list[Obj],
         list_meta: dict[str, Any],
@@ -786,7 +874,7 @@ class EventsAPI:
             }
         return self._respond(request, info, 200, body, out)
 
-    async def watch(self, request: Any, info: RequestInfo, target: Target) -> object:
+    async def watch(self, request: HTTPRequest, info: RequestInfo, target: Target) -> object:
         opts = request_options.parse_list_options(info.query, watch_path=target.watch_path)
         request_options.validate_list_options(opts, is_watch=True)
         opts = request_options.default_watch_list(opts)

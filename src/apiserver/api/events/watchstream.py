@@ -21,6 +21,7 @@ from apiserver.api.events import convert
 from apiserver.api.events.encoding import EncodedEvents
 from apiserver.api.events.tables import partial_object, table_for
 from apiserver.http.coalesce import WriteCoalescer
+from apiserver.http.request import HTTPRequest
 from apiserver.http.status import status_body
 from apiserver.registry.store import Obj, Registry, metadata
 from apiserver.storage.interface import CompactedError, PausableWatch, WatchEvent
@@ -65,7 +66,7 @@ class WatchStream:
 
     def __init__(
         self,
-        request: Any,
+        request: HTTPRequest,
         registry: Registry,
         namespace: str | None,
         *,
@@ -273,7 +274,7 @@ class WatchStream:
         if self.ended:  # the flush itself failed and ended the stream
             return
         self._stop()
-        if not self.request.finished and not getattr(self.request, "_disconnected", False):
+        if not self.request.finished and not self.request._disconnected:
             self.request.finish()
 
     def _client_gone(self, _: object) -> None:

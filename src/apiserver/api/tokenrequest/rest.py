@@ -43,12 +43,14 @@ from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
+from apiserver.admission import CREATE, Admission, Attributes, run_mutating, run_validating
 from apiserver.api.tokenrequest import wire
 from apiserver.apimachinery import errors, negotiation, request_options
 from apiserver.apimachinery.meta_time import format_seconds
 from apiserver.apimachinery.validation import validate_path_segment_name
 from apiserver.auth.authn.serviceaccount import TokenSigner, make_username
 from apiserver.http.app import RequestInfo, header_value
+from apiserver.http.request import HTTPRequest
 from apiserver.http.response import Response
 from apiserver.options.validate import (
     EXPIRATION_EXTENSION_SECONDS,
@@ -335,10 +337,12 @@ class TokenRequestAPI:
     happened before, in the filter chain.
     """
 
-    def __init__(self, rest: TokenREST) -> None:
+    def __init__(self, rest: TokenREST, admission: Admission | None = None) -> None:
         self.rest = rest
+        #: Admission before the token is issued (apiserver.admission); None: none at all.
+        self.admission = admission
 
-    def handle(self, request: Any, info: RequestInfo) -> Response | Deferred[Any]:
+    def handle(self, request: HTTPRequest, info: RequestInfo) -> Response | Deferred[Any]:
         target = parse_path(info.path)
         if target is None:
             return errors.StatusError(
@@ -357,7 +361,9 @@ class TokenRequestAPI:
 
         return Deferred.fromCoroutine(coro).addErrback(to_status)
 
-    async def create(self, request: Any, info: RequestInfo, namespace: str, name: str) -> Response:
+    async def create(
+        self, request: HTTPRequest, info: RequestInfo, namespace: str, name: str
+    ) -> Response:
         out = negotiation.negotiate_output(
             header_value(request, b"accept") or None,
             is_list=False,
@@ -376,6 +382,25 @@ class TokenRequestAPI:
                 "the namespace of the provided object does not match the namespace sent on the "
                 "request"
             )
+        admission = self.admission
+        if admission is not None:
+            # CREATE on serviceaccounts/token: mutating after decoding, validating before
+            # the token is issued (TokenREST.Create calls createValidation first).
+            attributes = Attributes(
+                CREATE,
+                "",
+                "v1",
+                "serviceaccounts",
+                wire.KIND,
+                namespace,
+                name,
+                obj,
+                subresource="token",
+                dry_run=bool(opts.dry_run),
+                user=info.user,
+            )
+            await run_mutating(admission, attributes)
+            await run_validating(admission, attributes)
         result, warnings = await self.rest.create(namespace, name, obj)
         media = "yaml" if out.media_type == negotiation.YAML else "json"
         pretty = out.pretty or negotiation.wants_pretty(

@@ -7,12 +7,13 @@ Mirrors ``AS/pkg/authentication/authenticator`` (``Token``, ``Audiences``,
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any, Protocol
+from typing import Protocol
 
 from twisted.internet.defer import Deferred
 
 from apiserver.apimachinery.errors import aggregate_text, go_quote
 from apiserver.auth.interface import AuthenticationError, AuthResult
+from apiserver.http.request import HTTPRequest
 
 #: ``authentication.kubernetes.io/credential-id``: which credential authenticated a user.
 CREDENTIAL_ID = "authentication.kubernetes.io/credential-id"
@@ -99,7 +100,7 @@ def read_file(path: str, flag: str) -> bytes:
         raise ConfigError(f"--{flag}: cannot read {path!r}: {error.strerror or error}") from None
 
 
-def header(request: Any, name: bytes) -> bytes | None:
+def header(request: HTTPRequest, name: bytes) -> bytes | None:
     """The first value of a request header (Go's ``Header.Get``), or None."""
     values = request.requestHeaders.getRawHeaders(name)
     return values[0] if values else None

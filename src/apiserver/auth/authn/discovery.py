@@ -27,6 +27,7 @@ from urllib.parse import urlsplit
 import orjson
 
 from apiserver.auth.authn.serviceaccount import PublicKey, jwk, key_id, signing_alg
+from apiserver.http.request import HTTPRequest
 from apiserver.http.response import Response
 
 if TYPE_CHECKING:
@@ -123,10 +124,10 @@ def make_handlers(config_body: bytes, jwks_body: bytes) -> tuple[Any, Any]:
         jwks_body,
     )
 
-    def openid_configuration(request: Any, info: Any) -> Response:
+    def openid_configuration(request: HTTPRequest, info: Any) -> Response:
         return config_response
 
-    def jwks(request: Any, info: Any) -> Response:
+    def jwks(request: HTTPRequest, info: Any) -> Response:
         return jwks_response
 
     return openid_configuration, jwks

@@ -24,6 +24,7 @@ from urllib.parse import unquote
 
 from apiserver.auth.authn.x509 import CertificateError, ChainGetter, ChainVerifier, common_name
 from apiserver.auth.interface import AuthResult, UserInfo
+from apiserver.http.request import HTTPRequest
 from apiserver.tls.peercert import peer_chain
 
 OVERLAP_ERROR = (
@@ -74,7 +75,7 @@ class RequestHeaderAuthenticator:
             self.extra_prefixes,
         )
 
-    def authenticate(self, request: Any) -> AuthResult | None:
+    def authenticate(self, request: HTTPRequest) -> AuthResult | None:
         chain = self.chain_of(request)
         if not chain:
             return None

@@ -55,6 +55,7 @@ from apiserver.auth.interface import (
     AuthResult,
     UserInfo,
 )
+from apiserver.http.request import HTTPRequest
 
 log = Logger()
 
@@ -128,7 +129,7 @@ class RequestUnion:
     def __init__(self, authenticators: Sequence[Authenticator]) -> None:
         self.authenticators = tuple(authenticators)
 
-    def authenticate(self, request: Any) -> Outcome:
+    def authenticate(self, request: HTTPRequest) -> Outcome:
         return first_success(
             [lambda a=a: a.authenticate(request) for a in self.authenticators]  # type: ignore[misc]
         )
@@ -256,7 +257,7 @@ class BearerTokenAuthenticator:
         self.tokens = tokens
         self.audiences = tuple(audiences)
 
-    def authenticate(self, request: Any) -> Outcome:
+    def authenticate(self, request: HTTPRequest) -> Outcome:
         raw = header(request, b"authorization")
         if not raw:
             return None
@@ -287,7 +288,7 @@ def _require(result: AuthResult | None) -> AuthResult:
     return result
 
 
-def is_websocket_request(request: Any) -> bool:
+def is_websocket_request(request: HTTPRequest) -> bool:
     """wsstream.IsWebSocketRequest: ``Connection`` has ``upgrade`` and ``Upgrade`` is
     ``websocket`` (both case-insensitive)."""
     upgrade = header(request, b"upgrade") or b""
@@ -306,7 +307,7 @@ class WebSocketProtocolAuthenticator:
         self.tokens = tokens
         self.audiences = tuple(audiences)
 
-    def authenticate(self, request: Any) -> Outcome:
+    def authenticate(self, request: HTTPRequest) -> Outcome:
         if not is_websocket_request(request):
             return None
         token = ""
@@ -387,13 +388,13 @@ class TopLevelAuthenticator:
         self.union = union
         self.anonymous_paths = anonymous_paths
 
-    def authenticate(self, request: Any) -> Outcome:
+    def authenticate(self, request: HTTPRequest) -> Outcome:
         result = self.union.authenticate(request)
         if isinstance(result, Deferred):
             return result.addCallback(self._finish, request)
         return self._finish(result, request)
 
-    def _finish(self, result: AuthResult | None, request: Any) -> AuthResult | None:
+    def _finish(self, result: AuthResult | None, request: HTTPRequest) -> AuthResult | None:
         if result is None:
             paths = self.anonymous_paths
             if paths:

@@ -37,6 +37,7 @@ from twisted.internet.interfaces import IReactorTime
 from apiserver.auth.authn.common import CREDENTIAL_ID, ConfigError, read_file
 from apiserver.auth.interface import AuthenticationError, AuthResult, UserInfo
 from apiserver.auth.kubeconfig import load_pem_certificates
+from apiserver.http.request import HTTPRequest
 from apiserver.tls.peercert import peer_chain
 
 #: Subject attribute carrying the user's UID (AllowParsingUserUIDFromCertAuth, on since 1.33).
@@ -230,7 +231,7 @@ class X509Authenticator:
         self.chain_of = chain_of
         self._users: dict[x509.Certificate, tuple[AuthResult | None]] = {}
 
-    def authenticate(self, request: Any) -> AuthResult | None:
+    def authenticate(self, request: HTTPRequest) -> AuthResult | None:
         chain = self.chain_of(request)
         if not chain:
             return None
