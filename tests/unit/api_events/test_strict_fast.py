@@ -78,7 +78,7 @@ def test_strict_errors_uses_the_quick_answer_only_when_clean() -> None:
     raw = b'{"kind":"Event","metadata":{"name":"a","name":"b"},"bogus":1}'
     expected = full(raw)
     assert expected == ['duplicate field "metadata.name"', 'unknown field "bogus"']
-    assert strict_errors(raw, "json", decoded=orjson.loads(raw)) == expected
+    assert strict_errors(raw, "json", EVENT_V1, decoded=orjson.loads(raw)) == expected
 
 
 @st.composite
@@ -114,4 +114,4 @@ def test_clean_means_no_problems(case: tuple[bytes, bool]) -> None:
     if not repeated and not problems:
         # Not only safe but useful: a body without problems or repeats is recognised.
         assert clean
-    assert strict_errors(raw, "json", decoded=orjson.loads(raw)) == problems
+    assert strict_errors(raw, "json", EVENT_V1, decoded=orjson.loads(raw)) == problems

@@ -328,7 +328,9 @@ def stored() -> dict[str, Any]:
 
 
 def test_patcher_merge_patch_tracks_managed_fields() -> None:
-    patcher = Patcher("merge", b'{"note":"new"}', manager="patcher", api_version=V1)
+    patcher = Patcher(
+        "merge", b'{"note":"new"}', manager="patcher", api_version=V1, schema=EVENT_V1
+    )
     result = patcher.apply(stored(), T1)
     assert result["note"] == "new"
     managers = by_manager(result)
@@ -339,11 +341,11 @@ def test_patcher_merge_patch_tracks_managed_fields() -> None:
 
 def test_patcher_json_patch_strict_and_warn() -> None:
     raw = b'[{"op":"add","path":"/foo","value":1}]'
-    warn = Patcher("json", raw, manager="m", api_version=V1)
+    warn = Patcher("json", raw, manager="m", api_version=V1, schema=EVENT_V1)
     result = warn.apply(stored(), T1)
     assert warn.warnings == ['unknown field "foo"']
     assert "foo" in result
-    strict = Patcher("json", raw, manager="m", api_version=V1, validation="Strict")
+    strict = Patcher("json", raw, manager="m", api_version=V1, schema=EVENT_V1, validation="Strict")
     with pytest.raises(StatusError) as caught:
         strict.apply({"note": "x", "metadata": {"name": "a"}}, T1)
     error = caught.value
@@ -362,21 +364,25 @@ def test_patcher_json_patch_strict_and_warn() -> None:
             }
         ]
     }
-    ignore = Patcher("json", raw, manager="m", api_version=V1, validation="Ignore")
+    ignore = Patcher("json", raw, manager="m", api_version=V1, schema=EVENT_V1, validation="Ignore")
     ignore.apply(stored(), T1)
     assert ignore.warnings == []
 
 
 def test_patcher_json_patch_body_problems_come_first() -> None:
     raw = b'[{"op":"add","path":"/foo","value":1,"x":2}]'
-    patcher = Patcher("application/json-patch+json", raw, manager="m", api_version=V1)
+    patcher = Patcher(
+        "application/json-patch+json", raw, manager="m", api_version=V1, schema=EVENT_V1
+    )
     patcher.apply(stored(), T1)
     assert patcher.warnings == ['json patch unknown field "[0].x"', 'unknown field "foo"']
 
 
 def test_patcher_strategic_strict_uses_go_map_text() -> None:
     raw = b'{"metadata":{"$setElementOrder/finalizers":["a"],"finalizers":["a"]},"zz":1}'
-    patcher = Patcher("strategic", raw, manager="m", api_version=V1, validation="Strict")
+    patcher = Patcher(
+        "strategic", raw, manager="m", api_version=V1, schema=EVENT_V1, validation="Strict"
+    )
     with pytest.raises(StatusError) as caught:
         patcher.apply(stored(), T1)
     assert caught.value.message == (
@@ -387,7 +393,7 @@ def test_patcher_strategic_strict_uses_go_map_text() -> None:
 
 def test_patcher_result_must_be_an_object() -> None:
     patcher = Patcher("json", b'[{"op":"replace","path":"","value":[1]}]', manager="m",
-                      api_version=V1)  # fmt: skip
+                      api_version=V1, schema=EVENT_V1)  # fmt: skip
     with pytest.raises(StatusError) as caught:
         patcher.apply(stored(), T1)
     assert caught.value.code == 422
@@ -401,7 +407,7 @@ def test_patcher_apply_and_strict_yaml() -> None:
         b"apiVersion: events.k8s.io/v1\nkind: Event\nmetadata:\n  name: e1\n  namespace: default\n"
         b"note: a\nnote: b\n"
     )
-    warn = Patcher("apply", raw, manager="ssa", api_version=V1, force=False)
+    warn = Patcher("apply", raw, manager="ssa", api_version=V1, schema=EVENT_V1, force=False)
     assert warn.uid_in_patch() == ""
     result = warn.apply(None, T0)
     assert result["note"] == "b"
@@ -409,12 +415,16 @@ def test_patcher_apply_and_strict_yaml() -> None:
         "error converting YAML to JSON: yaml: unmarshal errors:\n"
         '  line 7: key "note" already set in map'
     ]
-    strict = Patcher("apply", raw, manager="ssa", api_version=V1, validation="Strict")
+    strict = Patcher(
+        "apply", raw, manager="ssa", api_version=V1, schema=EVENT_V1, validation="Strict"
+    )
     with pytest.raises(StatusError) as caught:
         strict.apply(None, T0)
     assert caught.value.message.startswith("error strict decoding YAML: error converting YAML")
 
 
 def test_patcher_uid_in_patch() -> None:
-    patcher = Patcher("merge", b'{"metadata":{"uid":"abc"}}', manager="m", api_version=V1)
+    patcher = Patcher(
+        "merge", b'{"metadata":{"uid":"abc"}}', manager="m", api_version=V1, schema=EVENT_V1
+    )
     assert patcher.uid_in_patch() == "abc"

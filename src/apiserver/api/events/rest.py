@@ -590,6 +590,7 @@ class EventsAPI:
             force=bool(opts.force),
             api_version=API_VERSION,
             validation=opts.effective_field_validation,
+            schema=EVENT_V1,
         )
         admission = self.admission
         namespace, dry_run = target.namespace, bool(opts.dry_run)

@@ -59,25 +59,17 @@ PATCH_TYPES = {
 }
 
 
-def _schema_for(api_version: str) -> Type:
-    from apiserver.api.events.schema import SCHEMAS
-
-    return SCHEMAS[api_version]
-
-
-def strict_errors(
-    raw: bytes, fmt: str, schema: Type | None = None, decoded: Any = None
-) -> list[str]:
+def strict_errors(raw: bytes, fmt: str, schema: Type, decoded: Any = None) -> list[str]:
     """``unknown field``/``duplicate field`` problems of a create/update body (spec §6.5).
 
-    ``fmt`` is ``json`` or ``yaml``; ``schema`` defaults to events.k8s.io/v1 Event.
+    ``fmt`` is ``json`` or ``yaml``; ``schema`` is the served type's (the resource passes it:
+    this layer knows no resource).
     ``decoded``, the JSON body already decoded (dicts), lets a clean body be told apart
     quickly (:mod:`apiserver.apimachinery.strict_fast`).
     """
-    typ = schema if schema is not None else _schema_for("events.k8s.io/v1")
-    if fmt != "yaml" and decoded is not None and certainly_clean(raw, decoded, typ):
+    if fmt != "yaml" and decoded is not None and certainly_clean(raw, decoded, schema):
         return []
-    return find_strict_errors(raw, typ, content_type="yaml" if fmt == "yaml" else "json")
+    return find_strict_errors(raw, schema, content_type="yaml" if fmt == "yaml" else "json")
 
 
 def patch_strict_error(value_text: str, problems: list[str]) -> StatusError:
@@ -116,7 +108,7 @@ class Patcher:
         api_version: str,
         force: bool = False,
         validation: str = "Warn",
-        schema: Type | None = None,
+        schema: Type,
         kind: str = "Event",
         track_managed_fields: bool = True,
         views: VersionViews | None = None,
@@ -127,7 +119,7 @@ class Patcher:
         self.api_version = api_version
         self.force = force
         self.validation = validation or "Warn"
-        self.schema = schema if schema is not None else _schema_for(api_version)
+        self.schema = schema
         self.kind = kind
         self.track_managed_fields = track_managed_fields
         self.views = views
