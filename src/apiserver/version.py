@@ -1,6 +1,6 @@
 """The version this server reports on ``/version`` and ``--version``.
 
-We target Kubernetes 1.35 behaviour (DESIGN.md), so we report ourselves as v1.35.0; clients
+We target Kubernetes 1.35 behaviour, so we report ourselves as v1.35.0; clients
 use the reported minor for their version-skew warnings. ``--version=vX.Y.Z`` overrides it, as
 kube-apiserver's ``--version`` flag does (component-base/version/verflag).
 """

@@ -16,7 +16,8 @@ on an in-memory copy with these documented adjustments (the file itself is never
 * ``metav1.Time`` and ``metav1.MicroTime`` are ``nullable``: both encode the zero time as
   ``null`` (``apimachinery: pkg/apis/meta/v1/time.go``, ``micro_time.go`` MarshalJSON), and
   events.k8s.io/v1 always emits ``deprecatedFirstTimestamp``/``deprecatedLastTimestamp``
-  (spec §2), so every real event carries ``null`` where the document says ``type: string``
+  (k8s.io/api ``core/v1/types.go``), so every real event carries ``null`` where the document
+  says ``type: string``
   (``eventTime`` is ``null`` in a watch BOOKMARK and on events written through core v1 without
   one). Only ``nullable`` is added.
 * ``watch`` is removed from the list operations and the deprecated ``/watch/`` operations are
@@ -54,7 +55,7 @@ errors, which ``apierrors.ErrorToAPIStatus`` turns into code 500 with reason ``"
 (StatusReasonUnknown), e.g. a DELETE body that is not a JSON object (``couldn't get
 version/kind; json parse error: ...``, ``apiserver: pkg/endpoints/handlers/delete.go``) or a
 create whose body sets ``metadata.resourceVersion`` (``resourceVersion should not be set on
-objects to be created``, ``apiserver: pkg/storage/etcd3/store.go``; spec §1.1 step 6). The daemon
+objects to be created``, ``apiserver: pkg/storage/etcd3/store.go``). The daemon
 mirrors those; an unexpected failure in it answers reason ``InternalError`` instead (like
 kube's panic recovery and ``apierrors.NewInternalError``), which the check still flags.
 """
@@ -126,7 +127,8 @@ def not_a_server_error_but_kube(ctx: CheckContext, response: Response, case: Cas
 SEED_NAMESPACE = "default"
 SEED_NAME = "seed"
 MICRO_TIME_PATTERN = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6}Z$"
-"""``metav1.MicroTime`` on the wire: RFC 3339 with exactly six fraction digits (spec §2); the
+"""``metav1.MicroTime`` on the wire: RFC 3339 with exactly six fraction digits
+(k8s.io/apimachinery ``pkg/apis/meta/v1/micro_time.go``); the
 server emits UTC ``Z``. Other shapes are a 400 decode error, which the first run covers."""
 
 DNS_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]{0,30}[a-z0-9])?$"

@@ -305,7 +305,8 @@ def test_fixed_watch(
     st_daemon: Daemon, path: str, params: dict[str, str], query: dict[str, str]
 ) -> None:
     """Watches end at ``timeoutSeconds``; initial ADDEDs and the initial-events BOOKMARK
-    (spec §5) are each a schema-valid WatchEvent carrying a schema-valid Event."""
+    (k8s.io/apiserver ``pkg/storage/cacher``) are each a schema-valid WatchEvent carrying a
+    schema-valid Event."""
     put_event(st_daemon, seed_event("watched", "w1"))
     put_event(st_daemon, seed_event("elsewhere", "w1"))
     full_query = {**query, "timeoutSeconds": "1", "allowWatchBookmarks": "true"}

@@ -2,7 +2,7 @@
 
 Follows k8s.io/apimachinery ``pkg/api/errors/errors.go`` (the ``New*`` constructors and their
 messages) and ``pkg/util/validation/field/errors.go`` (``field.Error`` text and the cause
-reasons). See spec/event-resource.md §1.5 and §7 for the exact strings.
+reasons); the exact strings are theirs.
 
 Handlers raise :class:`StatusError`; the HTTP layer turns it into a Status body with
 :meth:`StatusError.response`.

@@ -3,7 +3,8 @@
 Follows k8s.io/apiserver ``pkg/storage/names/generate.go`` and ``k8s.io/apimachinery``
 ``pkg/util/rand`` (``String``): the prefix is cut to 58 bytes (63 minus the 5 random
 characters) and 5 characters drawn from ``bcdfghjklmnpqrstvwxz2456789`` -- no vowels, no
-``0``/``1``/``3`` -- are appended. The store retries a taken name a few times (spec §1.1).
+``0``/``1``/``3`` -- are appended. The store retries a taken name a few times
+(k8s.io/apiserver ``pkg/registry/generic/registry/store.go``, ``Create``).
 """
 
 from __future__ import annotations

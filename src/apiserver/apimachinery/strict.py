@@ -1,7 +1,8 @@
 """Strict decoding checks (``unknown field``/``duplicate field``) and Go's JSON error texts.
 
 kube-apiserver decodes request bodies with ``sigs.k8s.io/json``'s ``UnmarshalStrict`` when
-``fieldValidation`` is ``Warn`` (the default) or ``Strict`` (spec §6.5). That decoder keeps
+``fieldValidation`` is ``Warn`` (the default) or ``Strict`` (k8s.io/apiserver
+``pkg/endpoints/handlers/rest.go``). That decoder keeps
 going after an unknown or duplicate field and returns the list of such problems, each worded
 ``unknown field "<path>"`` or ``duplicate field "<path>"`` where the path joins field names
 with ``.`` and list indexes as ``[i]`` (``spec.containers[0].foo``); repeated texts are kept

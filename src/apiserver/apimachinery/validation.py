@@ -534,7 +534,7 @@ def validate_object_meta_update(
 
     The ``resourceVersion must be specified for an update`` check is left out: the store
     always fills the resource version before validating, so kube-apiserver never reports
-    it (spec §1.4).
+    it (k8s.io/apiserver ``pkg/registry/rest/update.go``).
     """
     errs: list[FieldError] = []
     if old.get("deletionTimestamp"):

@@ -1,4 +1,4 @@
-"""Authentication, impersonation and authorization (spec/auth-audit-tls.md §0, §1, §8, §11).
+"""Authentication, impersonation and authorization (k8s.io/apiserver ``pkg/endpoints/filters``).
 
 ``build_auth(config, reactor, store)`` returns the stages the handler chain runs for every
 request (:class:`apiserver.auth.filter.AuthStages`, which

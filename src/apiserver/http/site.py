@@ -2,8 +2,8 @@
 
 Why a custom Request: twisted.web's ``Request.process`` adds a ``Server`` header that
 kube-apiserver never sends, formats the ``Date`` anew on every request and walks a resource
-tree; we need none of that. The access log is off unless ``-v`` is 3 or more (DESIGN.md: the
-default per-request log costs about 40% of throughput).
+tree; we need none of that. The access log is off unless ``-v`` is 3 or more (measured: the
+default per-request log costs about 40% of throughput; docs/architecture.md).
 
 HTTP/1.x connections are served by :class:`apiserver.http.h1.H1Channel` with
 :class:`ApiH1Request` (the site's ``buildProtocol``); HTTP/2 streams (ALPN ``h2``) by

@@ -2,7 +2,7 @@
 
 JSON: compact, one trailing newline (Go's ``json.Encoder``); ``pretty`` gives 2-space
 indentation (also with a trailing newline). YAML: keys in object order, as sigs.k8s.io/yaml
-writes them from JSON. orjson does the JSON work (DESIGN.md: it matters for lists and watch
+writes them from JSON. orjson does the JSON work (measured: it matters for lists and watch
 fan-out).
 """
 

@@ -2,7 +2,7 @@
 
 The reference behaviour is kube-apiserver's secure serving (``AS/pkg/server/secure_serving.go``,
 ``AS/pkg/server/options/serving.go``, ``AS/pkg/server/dynamiccertificates/``) and the flag
-parsers of ``k8s.io/component-base/cli/flag``; see ``spec/auth-audit-tls.md`` section 10.
+parsers of ``k8s.io/component-base/cli/flag``.
 
 Modules:
 

@@ -1,8 +1,8 @@
 """The server TLS configuration: an OpenSSL connection creator for the secure listener.
 
 Reference: ``AS/pkg/server/secure_serving.go`` (``tlsConfig``) and
-``AS/pkg/server/dynamiccertificates/tlsconfig.go`` (``GetConfigForClient``); see
-``spec/auth-audit-tls.md`` sections 2 and 10. What it does, and why:
+``AS/pkg/server/dynamiccertificates/tlsconfig.go`` (``GetConfigForClient``). What it does,
+and why:
 
 - **Certificate chain**: the leaf and every further certificate of ``--tls-cert-file`` are
   sent (Go's ``tls.X509KeyPair`` keeps the whole file as the chain).

@@ -2,7 +2,7 @@
 
 Reference: ``SecureServingOptions.MaybeDefaultWithSelfSignedCerts``
 (``AS/pkg/server/options/serving.go``) and ``GenerateSelfSignedCertKeyWithFixtures``
-(``CG/util/cert/cert.go``), as summarised in ``spec/auth-audit-tls.md`` section 10:
+(``CG/util/cert/cert.go``):
 
 - readable ``<cert-dir>/apiserver.crt`` and ``apiserver.key`` are reused as they are (the
   reference only checks that both files can be opened, not what is in them);

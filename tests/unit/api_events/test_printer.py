@@ -1,4 +1,4 @@
-"""Table columns and cells of Events (spec §8, printers.go printEvent)."""
+"""Table columns and cells of Events (printers.go printEvent)."""
 
 from __future__ import annotations
 

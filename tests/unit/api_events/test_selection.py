@@ -1,4 +1,4 @@
-"""Field selector labels per API and the internal field set (spec §4)."""
+"""Field selector labels per API and the internal field set (event strategy.go)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Event validation: every rule of spec §1.2-1.4 with its exact text and cause."""
+"""Event validation: every rule of ``pkg/apis/core/validation/events.go``, with its exact text
+and cause."""
 
 from __future__ import annotations
 

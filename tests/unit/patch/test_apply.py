@@ -1,4 +1,4 @@
-"""Server-side apply and the Patcher that runs one PATCH request (spec §6.3, §6.5, §6.6)."""
+"""Server-side apply and the Patcher that runs one PATCH request."""
 
 from __future__ import annotations
 

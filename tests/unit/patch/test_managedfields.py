@@ -1,4 +1,4 @@
-"""Field sets, fieldsV1 and Update entries of metadata.managedFields (spec §2, §6.6)."""
+"""Field sets, fieldsV1 and Update entries of metadata.managedFields."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Strict decoding problems and Go's JSON error texts (spec §6.5)."""
+"""Strict decoding problems and Go's JSON error texts."""
 
 from __future__ import annotations
 

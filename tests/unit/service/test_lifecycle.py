@@ -1,4 +1,4 @@
-"""The shutdown sequence on a fake clock (spec/health-lifecycle.md §3)."""
+"""The shutdown sequence on a fake clock (k8s.io/apiserver ``pkg/server/genericapiserver.go``)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Decoding, encoding and conversion of Events: events.k8s.io/v1 <-> internal <-> core v1.
 
-Reference behaviour (spec §2):
+Reference behaviour:
 
 * ``k8s.io/api`` ``events/v1/types.go`` and ``core/v1/types.go`` -- field order, JSON names
   and ``omitempty`` tags, which decide what is written out (Go never omits a struct, so an
@@ -737,7 +737,8 @@ def empty_internal(metadata: Mapping[str, Any] | None = None) -> dict[str, Any]:
 
 
 def empty_v1_event(metadata: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The empty events.k8s.io/v1 Event of an initial-events-end BOOKMARK (spec §5), e.g.
+    """The empty events.k8s.io/v1 Event of an initial-events-end BOOKMARK (k8s.io/apiserver
+    ``pkg/storage/cacher/cacher.go``), e.g.
     ``metadata={"resourceVersion": "42", "annotations": {"k8s.io/initial-events-end": "true"}}``.
     """
     return internal_to_v1(empty_internal(metadata))

@@ -1,4 +1,5 @@
-"""Table rows for Events, as the server prints them for ``as=Table`` (spec §8).
+"""Table rows for Events, as the server prints them for ``as=Table``
+(k8s.io/kubernetes ``pkg/printers/internalversion/printers.go``, ``printEvent``).
 
 Follows ``k8s/k8s`` ``pkg/printers/internalversion/printers.go`` (``eventColumnDefinitions``,
 ``printEvent`` with ``Wide`` set -- the server always renders every column and kubectl hides

@@ -1,7 +1,8 @@
 """Structural schemas of ``events.k8s.io/v1`` Event and core ``v1`` Event.
 
 The field lists, list types and map types follow the OpenAPI document kube-apiserver publishes
-(``shared/reference/events-v1-openapi.json``: ``x-kubernetes-map-type: atomic`` on
+(``/openapi/v3/apis/events.k8s.io/v1``, kept in ``tests/reference/``:
+``x-kubernetes-map-type: atomic`` on
 ObjectReference and OwnerReference, ``x-kubernetes-patch-strategy: merge`` plus
 ``x-kubernetes-patch-merge-key: uid`` on ``ownerReferences``, ``merge`` on ``finalizers``), as
 updated for Kubernetes 1.35 (``clusterName`` was removed from ObjectMeta in 1.25; ``finalizers``
@@ -10,7 +11,7 @@ is ``+listType=set`` and ``ownerReferences`` ``+listType=map`` with key ``uid``)
 ``core/v1/types.go`` and ``k8s.io/apimachinery`` ``pkg/apis/meta/v1/types.go``.
 
 Consequences worth knowing: ``regarding``/``related``/``involvedObject`` are atomic for
-server-side apply (one ``f:regarding`` leaf, spec §2) but strategic merge patch merges them
+server-side apply (one ``f:regarding`` leaf) but strategic merge patch merges them
 key by key (SMP only reads ``patchStrategy`` tags, and ObjectReference has none);
 ``managedFields`` is an atomic list with an opaque ``fieldsV1``.
 """

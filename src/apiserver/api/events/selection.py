@@ -1,4 +1,5 @@
-"""Field and label selection of Events (spec §4).
+"""Field and label selection of Events (k8s.io/kubernetes
+``pkg/registry/core/event/strategy.go``, ``ToSelectableFields``).
 
 Follows ``k8s/k8s`` ``pkg/apis/core/v1/conversion.go`` and ``pkg/apis/events/v1/conversion.go``
 (which field labels each API accepts and what they mean on the internal object) and

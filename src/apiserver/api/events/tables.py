@@ -1,4 +1,5 @@
-"""Table and PartialObjectMetadata answers (spec/event-resource.md §8).
+"""Table and PartialObjectMetadata answers (k8s.io/apiserver
+``pkg/endpoints/handlers/response.go``).
 
 Follows k8s.io/apiserver ``pkg/endpoints/handlers/response.go`` (``asTable``,
 ``asPartialObjectMetadata``): the server always renders every column (kubectl hides those with

@@ -1,4 +1,5 @@
-"""Event validation (spec §1.2-1.4), on the internal form of :mod:`.convert`.
+"""Event validation (k8s.io/kubernetes ``pkg/apis/core/validation/events.go``), on the internal
+form of :mod:`.convert`.
 
 Follows ``k8s/k8s`` ``pkg/apis/core/validation/events.go`` (``ValidateEventCreate``,
 ``ValidateEventUpdate``, ``legacyValidateEvent``, ``validateV1EventSeries``) as of

@@ -4,7 +4,7 @@ Follows k8s.io/apiserver ``pkg/endpoints/handlers/watch.go`` (headers flushed at
 JSON document and a newline per event, a clean end on timeout) and ``pkg/storage/etcd3/
 watcher.go`` (initial events, then changes after the start revision; an update that starts
 matching the selectors is ADDED, one that stops matching is DELETED with the old object;
-DELETED carries the last state with the deletion's revision). See spec/event-resource.md §5.
+DELETED carries the last state with the deletion's revision).
 """
 
 from __future__ import annotations
@@ -263,7 +263,8 @@ class WatchStream:
     # --- ending ------------------------------------------------------------------------
 
     def terminate(self) -> None:
-        """The server is shutting down: end the stream cleanly (spec §3)."""
+        """The server is shutting down: end the stream cleanly (k8s.io/apiserver
+        ``pkg/server/filters/watch_termination.go``)."""
         self.end()
 
     def end(self) -> None:

@@ -60,7 +60,8 @@ PATCH_TYPES = {
 
 
 def strict_errors(raw: bytes, fmt: str, schema: Type, decoded: Any = None) -> list[str]:
-    """``unknown field``/``duplicate field`` problems of a create/update body (spec §6.5).
+    """``unknown field``/``duplicate field`` problems of a create/update body
+    (``sigs.k8s.io/json`` ``UnmarshalStrict``, as k8s.io/apiserver's handlers call it).
 
     ``fmt`` is ``json`` or ``yaml``; ``schema`` is the served type's (the resource passes it:
     this layer knows no resource).

@@ -1,7 +1,7 @@
 """Authentication: the authenticators kube-apiserver builds from its flags, combined as it does.
 
 Reference: ``KK/pkg/kubeapiserver/authenticator/config.go`` (``Config.New``) and
-``KK/pkg/kubeapiserver/options/authentication.go``; spec/auth-audit-tls.md §1-§7.
+``KK/pkg/kubeapiserver/options/authentication.go``.
 
 :func:`build_authenticator` returns ``(authenticator, anonymous_allowed)``:
 
