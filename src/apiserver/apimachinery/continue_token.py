@@ -19,10 +19,10 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-import attrs
-
-from apiserver.apimachinery.errors import StatusError, bad_request, go_quote_char
-from apiserver.apimachinery.strict import go_json_string
+from apiserver.apimachinery.errors import StatusError, bad_request
+from apiserver.gocompat.jsonvalues import GoNumber, GoObject, go_json_kind
+from apiserver.gocompat.marshal import go_json_string
+from apiserver.gocompat.quote import go_quote_char
 
 API_VERSION = "meta.k8s.io/v1"
 
@@ -50,20 +50,6 @@ _HEX = "0123456789abcdef"
 
 class GoJSONSyntaxError(ValueError):
     """``*json.SyntaxError``: the scanner's message, e.g. ``unexpected end of JSON input``."""
-
-
-@attrs.frozen
-class GoNumber:
-    """A JSON number kept as its literal text (Go decides per target type how to read it)."""
-
-    text: str
-
-
-@attrs.frozen
-class GoObject:
-    """A JSON object as its key/value pairs in input order (duplicates kept)."""
-
-    pairs: tuple[tuple[str, Any], ...]
 
 
 _WS = b" \t\r\n"
@@ -283,21 +269,6 @@ def go_json_parse(data: bytes) -> Any:
     if reader.pos < len(data):
         raise reader._err(data[reader.pos], "after top-level value")
     return result
-
-
-def go_json_kind(value: Any) -> str:
-    """The word Go's ``UnmarshalTypeError`` uses for a JSON value's kind."""
-    if isinstance(value, GoObject):
-        return "object"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, GoNumber):
-        return "number"
-    return "null"
 
 
 def go_fold_name(name: str) -> str:
@@ -529,15 +500,11 @@ __all__ = [
     "API_VERSION",
     "ContinueTokenError",
     "GoJSONSyntaxError",
-    "GoNumber",
-    "GoObject",
     "decode_continue",
     "encode_continue",
     "go_decode_utf8",
     "go_fold_name",
-    "go_json_kind",
     "go_json_parse",
-    "go_json_string",
     "go_parse_int64",
     "go_path_clean",
     "unmarshal_type_error",

@@ -24,6 +24,8 @@ import functools
 import time as _time
 from datetime import UTC, datetime, timedelta
 
+from apiserver.gocompat.quote import time_quote
+
 RFC3339 = "2006-01-02T15:04:05Z07:00"
 RFC3339_MICRO = "2006-01-02T15:04:05.000000Z07:00"
 
@@ -32,23 +34,6 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 class TimeParseError(ValueError):
     """A time Go's ``time.Parse`` refuses; ``str()`` is Go's error text."""
-
-
-def _go_time_quote(data: bytes) -> str:
-    """The time package's own ``quote``: non-ASCII and control bytes as ``\\xNN``."""
-    out = ['"']
-    text = data.decode("utf-8", errors="surrogateescape")
-    for ch in text:
-        code = ord(ch)
-        if code >= 0x80 or code < 0x20:
-            raw = ch.encode("utf-8", errors="surrogateescape")
-            out.extend(f"\\x{b:02x}" for b in raw)
-        else:
-            if ch in ('"', "\\"):
-                out.append("\\")
-            out.append(ch)
-    out.append('"')
-    return "".join(out)
 
 
 def _is_digit(value: bytes, i: int) -> bool:
@@ -99,14 +84,14 @@ def _parse(layout: str, text: str) -> datetime:
     try:
         return _parse_bytes(raw, micro)
     except _Failure as failure:
-        value_q = _go_time_quote(raw)
+        value_q = time_quote(raw)
         if failure.message:
             raise TimeParseError(f"parsing time {value_q}{failure.message}") from None
-        layout_q = _go_time_quote(layout.encode())
-        elem_q = _go_time_quote(failure.layout_elem.encode())
+        layout_q = time_quote(layout.encode())
+        elem_q = time_quote(failure.layout_elem.encode())
         raise TimeParseError(
             f"parsing time {value_q} as {layout_q}: cannot parse "
-            f"{_go_time_quote(failure.value_elem)} as {elem_q}"
+            f"{time_quote(failure.value_elem)} as {elem_q}"
         ) from None
 
 
@@ -242,7 +227,7 @@ def _parse_bytes(value: bytes, micro: bool) -> datetime:
         if sign == b"-":
             offset = -offset
     if value:
-        raise _Failure("", value, ": extra text: " + _go_time_quote(value))
+        raise _Failure("", value, ": extra text: " + time_quote(value))
     if day < 1 or day > _days_in(month, year):
         raise _Failure("", value, ": day out of range")
     try:

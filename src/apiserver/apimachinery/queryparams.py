@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from apiserver.apimachinery.errors import bad_request, go_quote
+from apiserver.apimachinery.errors import bad_request
+from apiserver.gocompat.quote import go_quote
 
 Query = Mapping[bytes, Sequence[bytes]]
 
@@ -109,19 +110,9 @@ def query_int(query: Query, name: str) -> int | None:
         raise bad_request(str(exc)) from None
 
 
-def go_parse_bool(text: str) -> bool | None:
-    """``strconv.ParseBool``: the value, or None where Go would return an error."""
-    if text in ("1", "t", "T", "TRUE", "true", "True"):
-        return True
-    if text in ("0", "f", "F", "FALSE", "false", "False"):
-        return False
-    return None
-
-
 __all__ = [
     "GoParseIntError",
     "Query",
-    "go_parse_bool",
     "go_parse_int",
     "parse_query_bool",
     "query_bool",

@@ -33,10 +33,7 @@ import yaml
 
 from apiserver.apimachinery.continue_token import (
     GoJSONSyntaxError,
-    GoNumber,
-    GoObject,
     go_fold_name,
-    go_json_kind,
     go_json_parse,
     go_parse_int64,
     unmarshal_type_error,
@@ -63,6 +60,7 @@ from apiserver.apimachinery.queryparams import (
     query_str,
     query_values,
 )
+from apiserver.gocompat.jsonvalues import GoNumber, GoObject, go_json_kind
 
 META_GROUP = "meta.k8s.io"
 

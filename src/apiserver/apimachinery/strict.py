@@ -23,12 +23,11 @@ beginning of value``, ``unexpected end of JSON input``). Written here because Py
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any, Literal
 
 import yaml
 
-from apiserver.apimachinery.errors import go_quote, go_quote_char
 from apiserver.apimachinery.schema import (
     List,
     Map,
@@ -39,6 +38,8 @@ from apiserver.apimachinery.schema import (
     Untyped,
     format_path,
 )
+from apiserver.gocompat.jsonvalues import Pairs
+from apiserver.gocompat.quote import go_quote, go_quote_char
 
 MAX_STRICT_ERRORS = 100
 
@@ -271,57 +272,6 @@ def go_json_syntax_error(data: bytes) -> str | None:
     if scanner.end_top:
         return None
     return scanner.err or "unexpected end of JSON input"
-
-
-def go_json_kind(value: Any) -> str:
-    """How ``json.UnmarshalTypeError`` names a JSON value: object, array, string, number, bool."""
-    if isinstance(value, dict | Pairs):
-        return "object"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, bool):
-        return "bool"
-    if value is None:
-        return "null"
-    return "number"
-
-
-class Pairs:
-    """A JSON object with its members in document order and duplicate keys kept."""
-
-    __slots__ = ("items",)
-
-    def __init__(self, items: list[tuple[str, Any]]) -> None:
-        self.items = items
-
-    def __iter__(self) -> Iterator[tuple[str, Any]]:
-        return iter(self.items)
-
-    def __len__(self) -> int:
-        return len(self.items)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Pairs) and self.items == other.items
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return f"Pairs({self.items!r})"
-
-    def as_dict(self) -> dict[str, Any]:
-        """Last value wins, as Go's decoders do."""
-        return {k: to_plain(v) for k, v in self.items}
-
-
-def to_plain(value: Any) -> Any:
-    """Turn :class:`Pairs` back into ordinary dicts (duplicates: last one wins)."""
-    if isinstance(value, Pairs):
-        return value.as_dict()
-    if isinstance(value, list):
-        return [to_plain(v) for v in value]
-    return value
 
 
 def loads_pairs(data: bytes) -> Any:
@@ -558,89 +508,3 @@ def find_strict_errors(
 
 
 # --- Go's json.Marshal ------------------------------------------------------------------------
-
-_GO_ESCAPES = {
-    '"': '\\"',
-    "\\": "\\\\",
-    "\n": "\\n",
-    "\r": "\\r",
-    "\t": "\\t",
-    "\b": "\\b",
-    "\f": "\\f",
-    "<": "\\u003c",
-    ">": "\\u003e",
-    "&": "\\u0026",
-    "\u2028": "\\u2028",
-    "\u2029": "\\u2029",
-}
-
-
-def go_json_string(text: str) -> str:
-    """A JSON string as Go's ``json.Marshal`` writes it: HTML-safe (``\\u003c``...), control
-    characters as ``\\u00xx``, U+2028/U+2029 escaped, an unpaired surrogate (invalid UTF-8
-    in Go) as ``\\ufffd``."""
-    out = ['"']
-    for ch in text:
-        escaped = _GO_ESCAPES.get(ch)
-        if escaped is not None:
-            out.append(escaped)
-        elif ord(ch) < 0x20:
-            out.append(f"\\u00{ord(ch):02x}")
-        elif 0xD800 <= ord(ch) <= 0xDFFF:
-            out.append("\\ufffd")
-        else:
-            out.append(ch)
-    out.append('"')
-    return "".join(out)
-
-
-def go_float(value: float) -> str:
-    """``strconv.AppendFloat(f, 'f' or 'e', -1, 64)`` the way ``encoding/json`` picks it."""
-    if value != value or value in (float("inf"), float("-inf")):
-        raise ValueError(f"json: unsupported value: {value}")
-    if value == 0:
-        return "-0" if str(value).startswith("-") else "0"
-    magnitude = abs(value)
-    text = repr(value)
-    if 1e-6 <= magnitude < 1e21:
-        if "e" in text or "E" in text:
-            from decimal import Decimal
-
-            text = format(Decimal(text), "f")
-        if text.endswith(".0"):
-            text = text[:-2]
-        return text
-    # Python's repr already has Go's two-digit exponent; Go then trims "e-07" to "e-7".
-    mantissa, _, exponent = text.partition("e")
-    if mantissa.endswith(".0"):
-        mantissa = mantissa[:-2]
-    if len(exponent) == 3 and exponent.startswith("-0"):
-        exponent = "-" + exponent[2]
-    return f"{mantissa}e{exponent}"
-
-
-def go_marshal(value: Any, *, sort_keys: bool = True) -> str:
-    """Compact JSON the way Go's ``json.Marshal`` writes it (sorted map keys, HTML escaped)."""
-    if value is None:
-        return "null"
-    if value is True:
-        return "true"
-    if value is False:
-        return "false"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        return go_float(value)
-    if isinstance(value, str):
-        return go_json_string(value)
-    if isinstance(value, Pairs):
-        value = value.as_dict()
-    if isinstance(value, dict):
-        keys = sorted(value, key=lambda k: k.encode("utf-8")) if sort_keys else list(value)
-        inner = ",".join(
-            go_json_string(k) + ":" + go_marshal(value[k], sort_keys=sort_keys) for k in keys
-        )
-        return "{" + inner + "}"
-    if isinstance(value, list | tuple):
-        return "[" + ",".join(go_marshal(v, sort_keys=sort_keys) for v in value) + "]"
-    raise TypeError(f"json: unsupported type: {type(value).__name__}")

@@ -34,7 +34,7 @@ import attrs
 
 from apiserver.apimachinery import errors
 from apiserver.apimachinery.errors import FieldError
-from apiserver.apimachinery.strict import go_marshal
+from apiserver.gocompat.marshal import go_marshal
 
 #: Unit word of ``MaxLenError`` in Kubernetes 1.35 (``bytes`` from 1.36 on).
 MAX_LEN_UNIT = "characters"

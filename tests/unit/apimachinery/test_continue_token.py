@@ -11,14 +11,13 @@ from hypothesis import strategies as st
 from apiserver.apimachinery.continue_token import (
     ContinueTokenError,
     GoJSONSyntaxError,
-    GoNumber,
-    GoObject,
     decode_continue,
     encode_continue,
     go_json_parse,
-    go_json_string,
     go_path_clean,
 )
+from apiserver.gocompat.jsonvalues import GoNumber, GoObject
+from apiserver.gocompat.marshal import go_json_string
 
 PREFIX = "/registry/events/ns/"
 SPEC_EXAMPLE = "eyJ2IjoibWV0YS5rOHMuaW8vdjEiLCJydiI6MTIzLCJzdGFydCI6ImFcdTAwMDAifQ"

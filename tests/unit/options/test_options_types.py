@@ -8,19 +8,21 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from apiserver.gocompat.boolparse import parse_bool as parse_go_bool
+from apiserver.gocompat.duration import (
+    format_go_duration,
+    format_go_duration_ns,
+    parse_go_duration,
+    parse_go_duration_ns,
+)
 from apiserver.options.flagtypes import (
     TYPES,
     FlagValueError,
     NamedCertKey,
-    format_go_duration,
-    format_go_duration_ns,
     format_go_float,
     parse_bool_map,
     parse_cidrs,
     parse_configuration_map,
-    parse_go_bool,
-    parse_go_duration,
-    parse_go_duration_ns,
     parse_go_float,
     parse_go_int,
     parse_key_value_map,

@@ -11,8 +11,9 @@ from typing import Any, Protocol
 
 from twisted.internet.defer import Deferred
 
-from apiserver.apimachinery.errors import aggregate_text, go_quote
+from apiserver.apimachinery.errors import aggregate_text
 from apiserver.auth.interface import AuthenticationError, AuthResult
+from apiserver.gocompat.quote import go_quote
 
 #: ``authentication.kubernetes.io/credential-id``: which credential authenticated a user.
 CREDENTIAL_ID = "authentication.kubernetes.io/credential-id"

@@ -37,13 +37,13 @@ from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
-from apiserver.apimachinery.errors import go_quote
-from apiserver.apimachinery.strict import go_json_kind
 from apiserver.auth.authn.cel import CELError, Program
 from apiserver.auth.authn.common import CREDENTIAL_ID, TokenOutcome, go_string_list
 from apiserver.auth.authn.serviceaccount import unverified_issuer
 from apiserver.auth.interface import AuthenticationError, AuthResult, UserInfo
 from apiserver.auth.kubeconfig import describe_failure
+from apiserver.gocompat.jsonvalues import go_json_kind
+from apiserver.gocompat.quote import go_quote
 
 log = Logger()
 
