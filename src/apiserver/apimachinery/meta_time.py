@@ -25,9 +25,15 @@ import time as _time
 from datetime import UTC, datetime, timedelta
 
 from apiserver.gocompat.quote import time_quote
+from apiserver.gocompat.timefmt import format_rfc3339, format_rfc3339_micro, to_utc
 
 RFC3339 = "2006-01-02T15:04:05Z07:00"
 RFC3339_MICRO = "2006-01-02T15:04:05.000000Z07:00"
+
+#: ``metav1.Time`` is written ``t.UTC().Format(time.RFC3339)``: whole seconds (truncated), ``Z``.
+format_time = format_rfc3339
+#: ``metav1.MicroTime`` is written ``t.UTC().Format(RFC3339Micro)``: six fraction digits, ``Z``.
+format_micro_time = format_rfc3339_micro
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -247,18 +253,6 @@ def parse_micro_time(text: str) -> datetime:
     return _parse(RFC3339_MICRO, text)
 
 
-def _utc(dt: datetime) -> datetime:
-    if dt.tzinfo is None:
-        return dt.replace(tzinfo=UTC)
-    return dt.astimezone(UTC)
-
-
-def format_time(dt: datetime) -> str:
-    """``t.UTC().Format(time.RFC3339)``: whole seconds (truncated), ``Z``."""
-    u = _utc(dt)
-    return f"{u.year:04d}-{u.month:02d}-{u.day:02d}T{u.hour:02d}:{u.minute:02d}:{u.second:02d}Z"
-
-
 def format_seconds(seconds: float) -> str:
     """A clock reading (Unix seconds) as a ``metav1.Time`` wire string: whole seconds, UTC
     (what ``metav1.Now()`` serializes to, e.g. a creationTimestamp)."""
@@ -269,15 +263,6 @@ def format_seconds(seconds: float) -> str:
 def _format_whole_seconds(seconds: int) -> str:
     # Kept: every write within the same second stamps the same text (twice per create).
     return format_time(datetime.fromtimestamp(seconds, UTC))
-
-
-def format_micro_time(dt: datetime) -> str:
-    """``t.UTC().Format(RFC3339Micro)``: six fraction digits, ``Z``."""
-    u = _utc(dt)
-    return (
-        f"{u.year:04d}-{u.month:02d}-{u.day:02d}T{u.hour:02d}:{u.minute:02d}:{u.second:02d}"
-        f".{u.microsecond:06d}Z"
-    )
 
 
 def _from_seconds(seconds: float | None) -> datetime:
@@ -300,7 +285,7 @@ def now_micro_time(seconds: float | None = None) -> datetime:
 
 def truncate_seconds(dt: datetime) -> datetime:
     """The value a Time keeps after a round trip through JSON."""
-    return _utc(dt).replace(microsecond=0)
+    return to_utc(dt).replace(microsecond=0)
 
 
 __all__ = [
