@@ -35,27 +35,39 @@ def format_rfc3339_micro(dt: datetime) -> str:
     )
 
 
-#: Go's zero ``time.Time`` (0001-01-01 UTC) in Unix seconds.
+#: Go's zero ``time.Time`` (0001-01-01 UTC), and in Unix seconds.
+ZERO_TIME = datetime(1, 1, 1, tzinfo=UTC)
 ZERO_TIME_SECONDS = -62135596800
+_UTC_SUFFIX = " +0000 UTC"
 
 
-def format_go_time_string(seconds: float) -> str:
-    """``time.Unix(seconds).UTC().String()``: ``2006-01-02 15:04:05.5 +0000 UTC``; a time
-    before year 1 prints as Go's zero time."""
-    when = datetime(1, 1, 1, tzinfo=UTC)
-    if seconds > ZERO_TIME_SECONDS:
-        when = datetime.fromtimestamp(int(seconds), UTC)
-    text = when.strftime("%Y-%m-%d %H:%M:%S")
+def format_time_string(when: datetime | None) -> str:
+    """``t.UTC().String()`` (``%v`` of a time): ``2006-01-02 15:04:05.5 +0000 UTC``, the
+    fraction only when non-zero and without trailing zeros; None is Go's zero time."""
+    u = to_utc(when) if when is not None else ZERO_TIME
+    text = f"{u.year:04d}-{u.month:02d}-{u.day:02d} {u.hour:02d}:{u.minute:02d}:{u.second:02d}"
+    if u.microsecond:
+        text += "." + f"{u.microsecond:06d}".rstrip("0")
+    return text + _UTC_SUFFIX
+
+
+def format_unix_time_string(seconds: float) -> str:
+    """:func:`format_time_string` of a Unix time given in seconds, its fraction kept to the
+    nanosecond (``time.Unix(s, ns).UTC().String()``); before year 1, Go's zero time."""
+    whole = datetime.fromtimestamp(int(seconds), UTC) if seconds > ZERO_TIME_SECONDS else None
+    text = format_time_string(whole)[: -len(_UTC_SUFFIX)]
     fraction = seconds - int(seconds)
     if fraction > 0:
         text += f"{fraction:.9f}"[1:].rstrip("0")
-    return text + " +0000 UTC"
+    return text + _UTC_SUFFIX
 
 
 __all__ = [
+    "ZERO_TIME",
     "ZERO_TIME_SECONDS",
-    "format_go_time_string",
     "format_rfc3339",
     "format_rfc3339_micro",
+    "format_time_string",
+    "format_unix_time_string",
     "to_utc",
 ]

@@ -21,7 +21,7 @@ from apiserver.auth.authn.oidc import (
     ValidationRule,
 )
 from apiserver.auth.interface import AuthenticationError
-from apiserver.gocompat.timefmt import format_go_time_string as go_time
+from apiserver.gocompat.timefmt import format_unix_time_string as go_time
 
 ISSUER = "https://idp.example"
 

@@ -43,7 +43,7 @@ from apiserver.auth.interface import AuthenticationError, AuthResult, UserInfo
 from apiserver.auth.kubeconfig import describe_failure
 from apiserver.gocompat.jsonvalues import go_json_kind
 from apiserver.gocompat.quote import go_quote
-from apiserver.gocompat.timefmt import ZERO_TIME_SECONDS, format_go_time_string
+from apiserver.gocompat.timefmt import ZERO_TIME_SECONDS, format_unix_time_string
 
 log = Logger()
 
@@ -302,13 +302,13 @@ class JWTAuthenticator:
         exp = claims.get("exp")
         expiry = float(exp) if isinstance(exp, int | float) and not isinstance(exp, bool) else None
         if expiry is None or expiry < now:
-            shown = format_go_time_string(expiry if expiry is not None else ZERO_TIME_SECONDS)
+            shown = format_unix_time_string(expiry if expiry is not None else ZERO_TIME_SECONDS)
             raise _verify_error(f"oidc: token is expired (Token Expiry: {shown})")
         nbf = claims.get("nbf")
         if isinstance(nbf, int | float) and not isinstance(nbf, bool) and now + NBF_LEEWAY < nbf:
             raise _verify_error(
-                f"oidc: current time {format_go_time_string(now)} before the nbf (not before) "
-                f"time: {format_go_time_string(float(nbf))}"
+                f"oidc: current time {format_unix_time_string(now)} before the nbf (not before) "
+                f"time: {format_unix_time_string(float(nbf))}"
             )
         return header, claims
 
