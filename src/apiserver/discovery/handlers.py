@@ -55,7 +55,7 @@ def negotiate(header: str, allows: TransformCheck) -> MediaTypeOptions | None:
     return negotiate_media_type(header, SUPPORTED_MEDIA_TYPES, _STREAMING, allows)
 
 
-def wants_pretty(request: Any, info: RequestInfo) -> bool:
+def _pretty(request: Any, info: RequestInfo) -> bool:
     """negotiate.go ``isPrettyPrint``: ``?pretty=``, else a human client's User-Agent."""
     return negotiation.wants_pretty(info.query, header_value(request, b"user-agent"))
 
@@ -101,7 +101,7 @@ def status_response(
     options = negotiate(header_value(request, b"accept"), default_restrictions)
     if options is None:
         return Response(code, (("Content-Type", JSON_TYPE),), go_marshal_indent(status).encode())
-    content_type, body = encode(status, options, wants_pretty(request, info))
+    content_type, body = encode(status, options, _pretty(request, info))
     return Response(code, (("Content-Type", content_type),), body)
 
 
@@ -120,7 +120,7 @@ def write_object(request: Any, info: RequestInfo, value: Any) -> Response:
     options = negotiate(header_value(request, b"accept"), default_restrictions)
     if options is None:
         return not_acceptable(request, info)
-    content_type, body = encode(value, options, wants_pretty(request, info))
+    content_type, body = encode(value, options, _pretty(request, info))
     return Response(200, (("Content-Type", content_type),), body)
 
 
@@ -176,7 +176,7 @@ class AggregatedDocument:
         if header_value(request, b"if-none-match") == quoted:
             return Response(304, tuple(headers))
         document = docs.aggregated_document(self.items, options.convert.version)
-        base, body = encode(document, options, wants_pretty(request, info))
+        base, body = encode(document, options, _pretty(request, info))
         content_type = base + _gvk_params(options.convert)
         return Response(200, (*headers, ("Content-Type", content_type)), body)
 

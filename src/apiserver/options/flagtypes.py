@@ -28,6 +28,7 @@ import attrs
 from apiserver.gocompat.boolparse import parse_bool
 from apiserver.gocompat.duration import format_go_duration, parse_go_duration
 from apiserver.gocompat.errors import GoValueError
+from apiserver.gocompat.quote import go_quote
 
 TypeName = Literal[
     "bool",
@@ -70,7 +71,7 @@ _BASE0_INT = re.compile(
 
 def parse_go_int(text: str, *, bits: int = 64, base: int = 0, func: str = "ParseInt") -> int:
     """``strconv.ParseInt(text, base, bits)``; base 0 reads 0x, 0o, 0b and 0 prefixes."""
-    syntax = FlagValueError(f'strconv.{func}: parsing "{text}": invalid syntax')
+    syntax = FlagValueError(f"strconv.{func}: parsing {go_quote(text)}: invalid syntax")
     body = text
     negative = False
     if body[:1] in ("+", "-"):
@@ -91,7 +92,7 @@ def parse_go_int(text: str, *, bits: int = 64, base: int = 0, func: str = "Parse
     if negative:
         value = -value
     if not -(1 << (bits - 1)) <= value < (1 << (bits - 1)):
-        raise FlagValueError(f'strconv.{func}: parsing "{text}": value out of range')
+        raise FlagValueError(f"strconv.{func}: parsing {go_quote(text)}: value out of range")
     return value
 
 
@@ -109,9 +110,9 @@ def parse_go_float(text: str) -> float:
     elif _HEX_FLOAT.fullmatch(text):
         value = float.fromhex(text)
     else:
-        raise FlagValueError(f'strconv.ParseFloat: parsing "{text}": invalid syntax')
+        raise FlagValueError(f"strconv.ParseFloat: parsing {go_quote(text)}: invalid syntax")
     if math.isinf(value) and not _SPECIAL_FLOAT.fullmatch(text):
-        raise FlagValueError(f'strconv.ParseFloat: parsing "{text}": value out of range')
+        raise FlagValueError(f"strconv.ParseFloat: parsing {go_quote(text)}: value out of range")
     return value
 
 
