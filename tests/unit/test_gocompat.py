@@ -9,6 +9,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from apiserver.apimachinery.continue_token import go_json_parse
 from apiserver.discovery import documents as discovery_docs
@@ -17,7 +19,7 @@ from apiserver.gocompat.boolparse import go_parse_bool, parse_bool, parse_bool_e
 from apiserver.gocompat.duration import format_go_duration_ns, parse_go_duration_ns
 from apiserver.gocompat.errors import GoValueError
 from apiserver.gocompat.jsonvalues import GoNumber, GoObject, Pairs, go_json_kind
-from apiserver.gocompat.marshal import go_marshal, go_marshal_indent
+from apiserver.gocompat.marshal import go_marshal, go_marshal_indent, go_marshal_plain
 from apiserver.gocompat.quote import go_quote, go_quote_char, time_quote
 from apiserver.gocompat.timefmt import (
     format_rfc3339,
@@ -176,6 +178,24 @@ def test_marshal_indent_is_json_marshal_indent() -> None:
     )
     assert discovery_docs.encode_json(value, pretty=True) == go_marshal_indent(value).encode()
     assert discovery_docs.encode_json(value) == go_marshal(value, sort_keys=False).encode() + b"\n"
+
+
+_PLAIN_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(st.characters(exclude_categories=["Cs"])),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(value=_PLAIN_JSON, sort_keys=st.booleans())
+def test_plain_marshal_is_go_marshal_for_values_without_floats(
+    value: object, sort_keys: bool
+) -> None:
+    assert (
+        go_marshal_plain(value, sort_keys=sort_keys)
+        == go_marshal(value, sort_keys=sort_keys).encode()
+    )
 
 
 # --- time formats ---------------------------------------------------------------------------

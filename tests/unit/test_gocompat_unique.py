@@ -36,6 +36,7 @@ HELPERS = (
     "go_float",
     "go_marshal",
     "go_marshal_indent",
+    "go_marshal_plain",
     "Pairs",
     "GoNumber",
     "GoObject",

@@ -26,7 +26,7 @@ from typing import Any
 import yaml
 
 from apiserver.gocompat.boolparse import go_parse_bool, parse_bool_error
-from apiserver.gocompat.marshal import go_marshal, go_marshal_indent
+from apiserver.gocompat.marshal import go_marshal_indent, go_marshal_plain
 
 GROUP = "events.k8s.io"
 VERSION = "v1"
@@ -224,11 +224,8 @@ def aggregated_etag(items: list[dict[str, Any]]) -> str:
     (aggregated/handler.go ``fetchFromCache``, etag.go ``calculateETag``): so the hashed bytes
     have no kind/apiVersion, and the tag is the same whichever version or encoding is served.
     """
-    return (
-        hashlib.sha512(go_marshal({"metadata": {}, "items": items}, sort_keys=False).encode())
-        .hexdigest()
-        .upper()
-    )
+    hashed = go_marshal_plain({"metadata": {}, "items": items})
+    return hashlib.sha512(hashed).hexdigest().upper()
 
 
 # --- --runtime-config (k8s.io/apiserver/pkg/server/resourceconfig/helpers.go) -----------------
@@ -312,7 +309,7 @@ def encode_json(value: Any, *, pretty: bool = False) -> bytes:
     """
     if pretty:
         return go_marshal_indent(value).encode()
-    return go_marshal(value, sort_keys=False).encode() + b"\n"
+    return go_marshal_plain(value) + b"\n"
 
 
 class _GoYamlDumper(yaml.SafeDumper):

@@ -9,6 +9,8 @@ as ``strconv.AppendFloat`` with ``'f'`` or ``'e'`` as Go picks (``1e-7``, ``1e+2
 
 from __future__ import annotations
 
+import json
+import re
 from typing import Any
 
 from apiserver.gocompat.jsonvalues import Pairs
@@ -100,6 +102,26 @@ def go_marshal(value: Any, *, sort_keys: bool = True) -> str:
     raise TypeError(f"json: unsupported type: {type(value).__name__}")
 
 
+_HTML_SAFE = {k: v for k, v in _GO_ESCAPES.items() if k in "<>&\u2028\u2029"}
+_HTML_RE = re.compile("[<>&\u2028\u2029]")
+
+
+def go_marshal_plain(value: Any, *, sort_keys: bool = False) -> bytes:
+    """:func:`go_marshal` as UTF-8, for values without floats: documents this server builds
+    (discovery, OpenAPI), written by Python's C encoder and then made HTML-safe.
+
+    Why: discovery answers are encoded per request, and the C encoder is ten times faster
+    than :func:`go_marshal`. For such values the bytes are the same (a property test checks
+    it): ``json.dumps`` escapes the same control characters the same way and sorts keys by
+    code point, which is UTF-8 byte order. It must not be given floats (Python writes
+    ``1e-07`` and ``1.0``) or lone surrogates (refused when encoding).
+    """
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=sort_keys)
+    if _HTML_RE.search(text) is not None:
+        text = _HTML_RE.sub(lambda m: _HTML_SAFE[m.group(0)], text)
+    return text.encode()
+
+
 def go_marshal_indent(value: Any, *, sort_keys: bool = False) -> str:
     """``json.MarshalIndent(value, "", "  ")``: members one per line, two spaces a level,
     ``": "`` after keys, empty objects and arrays as ``{}`` and ``[]``, no final newline."""
@@ -125,4 +147,4 @@ def _indented(value: Any, sort_keys: bool, newline: str) -> str:
     return go_marshal(value, sort_keys=sort_keys)
 
 
-__all__ = ["go_float", "go_json_string", "go_marshal", "go_marshal_indent"]
+__all__ = ["go_float", "go_json_string", "go_marshal", "go_marshal_indent", "go_marshal_plain"]

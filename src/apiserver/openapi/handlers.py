@@ -38,7 +38,7 @@ from typing import Any
 import attrs
 
 from apiserver.apimachinery.negotiation import parse_accept
-from apiserver.gocompat.marshal import go_marshal
+from apiserver.gocompat.marshal import go_marshal_plain
 from apiserver.http.app import RequestInfo, Router, header_value
 from apiserver.http.response import Response
 from apiserver.openapi import documents as openapi_docs
@@ -417,7 +417,7 @@ class OpenAPIService:
             key: {"serverRelativeURL": server_relative_url(key, served.etag)}
             for key, served in groups.items()
         }
-        body = go_marshal({"paths": paths}, sort_keys=True).encode()
+        body = go_marshal_plain({"paths": paths}, sort_keys=True)
         discovery = ServedDocument(body, openapi_docs.etag(body), now)
         v2 = ServedDocument.of(openapi_docs.swagger_v2(documents, git_version), now)
         return cls(groups, discovery, v2, clock)
