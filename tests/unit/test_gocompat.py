@@ -18,6 +18,7 @@ from apiserver.discovery.documents import runtime_config_errors
 from apiserver.gocompat.boolparse import go_parse_bool, parse_bool, parse_bool_error
 from apiserver.gocompat.duration import format_go_duration_ns, parse_go_duration_ns
 from apiserver.gocompat.errors import GoValueError
+from apiserver.gocompat.intparse import go_parse_int64, parse_int
 from apiserver.gocompat.jsonvalues import GoNumber, GoObject, Pairs, go_json_kind
 from apiserver.gocompat.marshal import go_marshal, go_marshal_indent, go_marshal_plain
 from apiserver.gocompat.quote import go_quote, go_quote_char, time_quote
@@ -28,7 +29,7 @@ from apiserver.gocompat.timefmt import (
     format_unix_time_string,
 )
 from apiserver.options.config import OptionsError
-from apiserver.options.flagtypes import FlagValueError, parse_go_int
+from apiserver.options.flagtypes import FlagValueError, parse_int_flag
 from apiserver.options.parse import parse_args
 
 # --- quoting --------------------------------------------------------------------------
@@ -72,7 +73,7 @@ def test_flag_errors_quote_the_value_as_pflag_does() -> None:
     # pflag: fmt.Errorf("invalid argument %q for %q flag: %v", ...); %q is strconv.Quote,
     # and so is the *strconv.NumError it wraps. The flag copy printed the newline raw.
     with pytest.raises(FlagValueError) as caught:
-        parse_go_int("1\n2")
+        parse_int_flag("1\n2")
     assert str(caught.value) == 'strconv.ParseInt: parsing "1\\n2": invalid syntax'
     with pytest.raises(OptionsError) as error:
         parse_args(["--secure-port=1\n2"])
@@ -80,6 +81,46 @@ def test_flag_errors_quote_the_value_as_pflag_does() -> None:
         'invalid argument "1\\n2" for "--secure-port" flag: '
         'strconv.ParseInt: parsing "1\\n2": invalid syntax'
     )
+
+
+# --- strconv.ParseInt ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "base", "bits", "expected"),
+    [
+        ("0x1A", 0, 64, 26),
+        ("-0b1_01", 0, 64, -5),
+        ("017", 0, 64, 15),
+        ("+7", 10, 64, 7),
+        ("-9223372036854775808", 10, 64, -(1 << 63)),
+        # atoi.go: digits are checked against the cutoff one by one, so an overflow is
+        # reported before the bad character that follows it (the flag copy said syntax).
+        ("99999999999999999999x", 0, 64, "value out of range"),
+        ("9999999999x", 10, 32, "value out of range"),
+        ("9223372036854775808", 10, 64, "value out of range"),
+        ("08", 0, 64, "invalid syntax"),
+        ("1__0", 0, 64, "invalid syntax"),
+        ("0x", 0, 64, "invalid syntax"),
+        ("1_0", 10, 64, "invalid syntax"),
+        ("+", 10, 64, "invalid syntax"),
+        ("", 10, 64, "invalid syntax"),
+    ],
+)
+def test_parse_int(text: str, base: int, bits: int, expected: int | str) -> None:
+    if isinstance(expected, int):
+        assert parse_int(text, base, bits) == expected
+        return
+    with pytest.raises(GoValueError) as caught:
+        parse_int(text, base, bits)
+    assert str(caught.value) == f"strconv.ParseInt: parsing {go_quote(text)}: {expected}"
+    if base == 10 and bits == 64:
+        assert go_parse_int64(text) is None
+
+
+def test_atoi_names_itself() -> None:
+    with pytest.raises(GoValueError, match=r'^strconv.Atoi: parsing "x": invalid syntax$'):
+        parse_int("x", func="Atoi")
 
 
 # --- strconv.ParseBool -----------------------------------------------------------------

@@ -46,9 +46,21 @@ HELPERS = (
     "format_time_string",
     "format_unix_time_string",
     "GoValueError",
+    "parse_int",
+    "go_parse_int64",
 )
 #: Names the copies had: gone, and not to come back.
-REMOVED = ("parse_go_bool", "_go_parse_bool", "_go_escape", "_go_time", "go_time", "_go_time_quote")
+REMOVED = (
+    "parse_go_bool",
+    "_go_parse_bool",
+    "_go_escape",
+    "_go_time",
+    "go_time",
+    "_go_time_quote",
+    "parse_go_int",
+    "go_parse_int",
+    "_go_parse_int64",
+)
 #: Other Go-compatibility helpers with one home outside gocompat.
 ELSEWHERE = {
     "parse_accept": SRC / "apimachinery" / "negotiation.py",

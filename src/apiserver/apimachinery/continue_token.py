@@ -20,6 +20,7 @@ import base64
 from typing import Any
 
 from apiserver.apimachinery.errors import StatusError, bad_request
+from apiserver.gocompat.intparse import go_parse_int64
 from apiserver.gocompat.jsonvalues import GoNumber, GoObject, go_json_kind
 from apiserver.gocompat.marshal import go_json_string
 from apiserver.gocompat.quote import go_quote_char
@@ -293,15 +294,6 @@ def unmarshal_type_error(value: str, go_type: str, struct: str = "", field: str 
     return f"json: cannot unmarshal {value} into Go value of type {go_type}"
 
 
-def go_parse_int64(text: str) -> int | None:
-    """``strconv.ParseInt(text, 10, 64)`` as a JSON number into an int64 field reads it."""
-    body = text[1:] if text.startswith("-") else text
-    if not body.isdigit() or not body.isascii():
-        return None
-    number = int(text)
-    return number if -(1 << 63) <= number < (1 << 63) else None
-
-
 # --- base64 (RawURLEncoding) ----------------------------------------------------------------
 
 _B64_ALPHABET = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
@@ -505,7 +497,6 @@ __all__ = [
     "go_decode_utf8",
     "go_fold_name",
     "go_json_parse",
-    "go_parse_int64",
     "go_path_clean",
     "unmarshal_type_error",
 ]

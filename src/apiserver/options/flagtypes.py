@@ -28,6 +28,7 @@ import attrs
 from apiserver.gocompat.boolparse import parse_bool
 from apiserver.gocompat.duration import format_go_duration, parse_go_duration
 from apiserver.gocompat.errors import GoValueError
+from apiserver.gocompat.intparse import parse_int
 from apiserver.gocompat.quote import go_quote
 
 TypeName = Literal[
@@ -60,40 +61,12 @@ FlagValueError = GoValueError
 
 
 # ---------------------------------------------------------------------------------------------
-# Go strconv (ParseBool is apiserver.gocompat.boolparse's)
-
-_OCTAL_LEADING_ZERO = re.compile(r"0(?:_?[0-7])+")
-_BASE0_INT = re.compile(
-    r"0[xX]_?[0-9a-fA-F]+(?:_[0-9a-fA-F]+)*|0[bB]_?[01]+(?:_[01]+)*|"
-    r"0[oO]_?[0-7]+(?:_[0-7]+)*|0|[1-9](?:_?[0-9])*"
-)
+# Go strconv (ParseInt and ParseBool are apiserver.gocompat's)
 
 
-def parse_go_int(text: str, *, bits: int = 64, base: int = 0, func: str = "ParseInt") -> int:
-    """``strconv.ParseInt(text, base, bits)``; base 0 reads 0x, 0o, 0b and 0 prefixes."""
-    syntax = FlagValueError(f"strconv.{func}: parsing {go_quote(text)}: invalid syntax")
-    body = text
-    negative = False
-    if body[:1] in ("+", "-"):
-        negative = body[0] == "-"
-        body = body[1:]
-    if not body:
-        raise syntax
-    if base == 10:
-        if not body.isascii() or not body.isdigit():
-            raise syntax
-        value = int(body, 10)
-    elif _OCTAL_LEADING_ZERO.fullmatch(body):
-        value = int(body[1:].replace("_", ""), 8)
-    elif _BASE0_INT.fullmatch(body):
-        value = int(body.replace("_", ""), 0)
-    else:
-        raise syntax
-    if negative:
-        value = -value
-    if not -(1 << (bits - 1)) <= value < (1 << (bits - 1)):
-        raise FlagValueError(f"strconv.{func}: parsing {go_quote(text)}: value out of range")
-    return value
+def parse_int_flag(text: str, *, bits: int = 64, base: int = 0) -> int:
+    """pflag's ``int``: ``strconv.ParseInt(text, 0, 64)`` (0x, 0o, 0b and 0 prefixes)."""
+    return parse_int(text, base, bits)
 
 
 _DEC_FLOAT = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
@@ -225,7 +198,7 @@ def parse_port_range(text: str) -> tuple[int, int]:
         raise FlagValueError(f"unable to parse port range: {value}")
 
     def atoi(part: str) -> int:
-        return parse_go_int(part, base=10, func="Atoi")
+        return parse_int(part, func="Atoi")
 
     if has_hyphen:
         low_text, high_text = value.split("-", 1)
@@ -331,7 +304,7 @@ def parse_vmodule(text: str) -> tuple[tuple[str, int], ...]:
         if not sep or not pattern:
             raise FlagValueError(_VMODULE_ERROR)
         try:
-            number = parse_go_int(level, bits=32, base=10)
+            number = parse_int(level, 10, 32)
         except FlagValueError:
             raise FlagValueError(_VMODULE_ERROR) from None
         result.append((pattern, number))
@@ -436,10 +409,8 @@ TYPES: Mapping[TypeName, FlagType] = {
         no_opt_default="true",
         check=lambda v: isinstance(v, bool),
     ),
-    "int": FlagType("int", "int", parse_go_int, check=_is_int),
-    "level": FlagType(
-        "level", "Level", lambda text: parse_go_int(text, bits=32, base=10), check=_is_int
-    ),
+    "int": FlagType("int", "int", parse_int_flag, check=_is_int),
+    "level": FlagType("level", "Level", lambda text: parse_int(text, 10, 32), check=_is_int),
     "float": FlagType(
         "float",
         "float",

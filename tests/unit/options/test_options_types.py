@@ -24,7 +24,6 @@ from apiserver.options.flagtypes import (
     parse_cidrs,
     parse_configuration_map,
     parse_go_float,
-    parse_go_int,
     parse_key_value_map,
     parse_metric_labels,
     parse_named_cert_key,
@@ -34,6 +33,7 @@ from apiserver.options.flagtypes import (
     parse_vmodule,
     split_csv,
 )
+from apiserver.options.flagtypes import parse_int_flag as parse_go_int
 
 
 @pytest.mark.parametrize("text", ["1", "t", "T", "TRUE", "true", "True"])
