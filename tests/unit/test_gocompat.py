@@ -12,13 +12,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from apiserver.apimachinery.continue_token import go_json_parse
+from apiserver.apimachinery.continue_token import GoJSONSyntaxError, go_json_parse
 from apiserver.discovery import documents as discovery_docs
 from apiserver.discovery.documents import runtime_config_errors
 from apiserver.gocompat.boolparse import go_parse_bool, parse_bool, parse_bool_error
 from apiserver.gocompat.duration import format_go_duration_ns, parse_go_duration_ns
 from apiserver.gocompat.errors import GoValueError
 from apiserver.gocompat.intparse import go_parse_int64, parse_int
+from apiserver.gocompat.jsonscan import go_json_syntax_error
 from apiserver.gocompat.jsonvalues import GoNumber, GoObject, Pairs, go_json_kind
 from apiserver.gocompat.marshal import go_marshal, go_marshal_indent, go_marshal_plain
 from apiserver.gocompat.quote import go_quote, go_quote_char, time_quote
@@ -188,6 +189,28 @@ def test_json_kind_names_values_of_both_readers() -> None:
     plain = [{}, Pairs([]), [], "s", 1, 1.5, True, None]
     kinds = ["object", "object", "array", "string", "number", "number", "bool", "null"]
     assert [go_json_kind(v) for v in plain] == kinds
+
+
+# --- JSON syntax errors -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        # scanner.go eof(): one space is stepped at the end, so a truncated literal is
+        # reported at that space (the continue-token reader said "unexpected end").
+        (b"t", "invalid character ' ' in literal true (expecting 'r')"),
+        (b"-", "invalid character ' ' in numeric literal"),
+        (b"[5.", "invalid character ' ' after decimal point in numeric literal"),
+        (b"{", "unexpected end of JSON input"),
+        (b'{"a":1}x', "invalid character 'x' after top-level value"),
+    ],
+)
+def test_every_json_reader_words_syntax_errors_as_go_s_scanner(data: bytes, message: str) -> None:
+    assert go_json_syntax_error(data) == message
+    with pytest.raises(GoJSONSyntaxError) as caught:
+        go_json_parse(data)
+    assert str(caught.value) == message
 
 
 # --- encoding/json output ------------------------------------------------------------------

@@ -48,6 +48,7 @@ HELPERS = (
     "GoValueError",
     "parse_int",
     "go_parse_int64",
+    "go_json_syntax_error",
 )
 #: Names the copies had: gone, and not to come back.
 REMOVED = (

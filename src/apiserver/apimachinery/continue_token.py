@@ -21,6 +21,7 @@ from typing import Any
 
 from apiserver.apimachinery.errors import StatusError, bad_request
 from apiserver.gocompat.intparse import go_parse_int64
+from apiserver.gocompat.jsonscan import go_json_syntax_error
 from apiserver.gocompat.jsonvalues import GoNumber, GoObject, go_json_kind
 from apiserver.gocompat.marshal import go_json_string
 from apiserver.gocompat.quote import go_quote_char
@@ -262,13 +263,19 @@ def go_json_parse(data: bytes) -> Any:
 
     Objects come back as :class:`GoObject`, numbers as :class:`GoNumber`, strings as ``str``
     (invalid UTF-8 and unpaired surrogate escapes become U+FFFD, as in Go), ``true``/``false``
-    as ``bool`` and ``null`` as None. Raises :class:`GoJSONSyntaxError`.
+    as ``bool`` and ``null`` as None. Raises :class:`GoJSONSyntaxError`, whose text is the
+    one of Go's scanner (:func:`apiserver.gocompat.jsonscan.go_json_syntax_error`): this
+    reader finds the same inputs invalid, but Go's ``Unmarshal`` words the error as its
+    ``checkValid`` pass does (a truncated literal is not "unexpected end of JSON input").
     """
-    reader = _Reader(data)
-    result = reader.value()
-    reader.skip_ws()
-    if reader.pos < len(data):
-        raise reader._err(data[reader.pos], "after top-level value")
+    try:
+        reader = _Reader(data)
+        result = reader.value()
+        reader.skip_ws()
+        if reader.pos < len(data):
+            raise reader._err(data[reader.pos], "after top-level value")
+    except GoJSONSyntaxError as error:
+        raise GoJSONSyntaxError(go_json_syntax_error(data) or str(error)) from None
     return result
 
 

@@ -8,6 +8,8 @@ clients and operators compare them byte for byte. Each module reproduces one par
 - :mod:`~apiserver.gocompat.boolparse`: ``strconv.ParseBool``;
 - :mod:`~apiserver.gocompat.intparse`: ``strconv.ParseInt`` and ``strconv.Atoi``;
 - :mod:`~apiserver.gocompat.duration`: ``time.ParseDuration`` and ``time.Duration.String``;
+- :mod:`~apiserver.gocompat.jsonscan`: ``encoding/json``'s scanner, the text of every JSON
+  syntax error;
 - :mod:`~apiserver.gocompat.jsonvalues`: JSON values as Go's decoders keep them and the kind
   words of ``json.UnmarshalTypeError``;
 - :mod:`~apiserver.gocompat.marshal`: ``json.Marshal`` and ``json.MarshalIndent`` output (and

@@ -20,9 +20,9 @@ from apiserver.apimachinery.strict import (
     MAX_STRICT_ERRORS,
     find_strict_errors,
     find_unknown_fields,
-    go_json_syntax_error,
     yaml_duplicate_key_error,
 )
+from apiserver.gocompat.jsonscan import go_json_syntax_error
 from apiserver.gocompat.marshal import go_marshal
 
 
