@@ -19,10 +19,12 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-import attrs
-
-from apiserver.apimachinery.errors import StatusError, bad_request, go_quote_char
-from apiserver.apimachinery.strict import go_json_string
+from apiserver.apimachinery.errors import StatusError, bad_request
+from apiserver.gocompat.intparse import go_parse_int64
+from apiserver.gocompat.jsonscan import go_json_syntax_error
+from apiserver.gocompat.jsonvalues import GoNumber, GoObject, go_json_kind
+from apiserver.gocompat.marshal import go_json_string
+from apiserver.gocompat.quote import go_quote_char
 
 API_VERSION = "meta.k8s.io/v1"
 
@@ -50,20 +52,6 @@ _HEX = "0123456789abcdef"
 
 class GoJSONSyntaxError(ValueError):
     """``*json.SyntaxError``: the scanner's message, e.g. ``unexpected end of JSON input``."""
-
-
-@attrs.frozen
-class GoNumber:
-    """A JSON number kept as its literal text (Go decides per target type how to read it)."""
-
-    text: str
-
-
-@attrs.frozen
-class GoObject:
-    """A JSON object as its key/value pairs in input order (duplicates kept)."""
-
-    pairs: tuple[tuple[str, Any], ...]
 
 
 _WS = b" \t\r\n"
@@ -275,29 +263,20 @@ def go_json_parse(data: bytes) -> Any:
 
     Objects come back as :class:`GoObject`, numbers as :class:`GoNumber`, strings as ``str``
     (invalid UTF-8 and unpaired surrogate escapes become U+FFFD, as in Go), ``true``/``false``
-    as ``bool`` and ``null`` as None. Raises :class:`GoJSONSyntaxError`.
+    as ``bool`` and ``null`` as None. Raises :class:`GoJSONSyntaxError`, whose text is the
+    one of Go's scanner (:func:`apiserver.gocompat.jsonscan.go_json_syntax_error`): this
+    reader finds the same inputs invalid, but Go's ``Unmarshal`` words the error as its
+    ``checkValid`` pass does (a truncated literal is not "unexpected end of JSON input").
     """
-    reader = _Reader(data)
-    result = reader.value()
-    reader.skip_ws()
-    if reader.pos < len(data):
-        raise reader._err(data[reader.pos], "after top-level value")
+    try:
+        reader = _Reader(data)
+        result = reader.value()
+        reader.skip_ws()
+        if reader.pos < len(data):
+            raise reader._err(data[reader.pos], "after top-level value")
+    except GoJSONSyntaxError as error:
+        raise GoJSONSyntaxError(go_json_syntax_error(data) or str(error)) from None
     return result
-
-
-def go_json_kind(value: Any) -> str:
-    """The word Go's ``UnmarshalTypeError`` uses for a JSON value's kind."""
-    if isinstance(value, GoObject):
-        return "object"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, GoNumber):
-        return "number"
-    return "null"
 
 
 def go_fold_name(name: str) -> str:
@@ -320,15 +299,6 @@ def unmarshal_type_error(value: str, go_type: str, struct: str = "", field: str 
             f"of type {go_type}"
         )
     return f"json: cannot unmarshal {value} into Go value of type {go_type}"
-
-
-def go_parse_int64(text: str) -> int | None:
-    """``strconv.ParseInt(text, 10, 64)`` as a JSON number into an int64 field reads it."""
-    body = text[1:] if text.startswith("-") else text
-    if not body.isdigit() or not body.isascii():
-        return None
-    number = int(text)
-    return number if -(1 << 63) <= number < (1 << 63) else None
 
 
 # --- base64 (RawURLEncoding) ----------------------------------------------------------------
@@ -529,16 +499,11 @@ __all__ = [
     "API_VERSION",
     "ContinueTokenError",
     "GoJSONSyntaxError",
-    "GoNumber",
-    "GoObject",
     "decode_continue",
     "encode_continue",
     "go_decode_utf8",
     "go_fold_name",
-    "go_json_kind",
     "go_json_parse",
-    "go_json_string",
-    "go_parse_int64",
     "go_path_clean",
     "unmarshal_type_error",
 ]

@@ -16,6 +16,7 @@ from typing import Any
 
 import attrs
 
+from apiserver.gocompat.quote import go_quote
 from apiserver.http.response import Response
 from apiserver.http.status import status_response
 
@@ -52,70 +53,6 @@ class _Omit:
 
 
 OMIT: Any = _Omit()
-
-
-_SIMPLE_ESCAPES = {
-    0x07: "\\a",
-    0x08: "\\b",
-    0x0C: "\\f",
-    0x0A: "\\n",
-    0x0D: "\\r",
-    0x09: "\\t",
-    0x0B: "\\v",
-    0x5C: "\\\\",
-    0x22: '\\"',
-}
-
-
-def go_quote(value: str | bytes) -> str:
-    """Go's ``strconv.Quote`` (what ``fmt`` prints for ``%q`` of a string).
-
-    The one implementation in the tree (field errors, strict decoding, health checks, authz
-    and authn messages all use it). Printable characters stay (Python's ``str.isprintable``
-    has the same definition as Go's ``unicode.IsPrint``: letters, marks, numbers,
-    punctuation, symbols and the ASCII space), ``\\a \\b \\f \\n \\r \\t \\v \\\\ \\"``
-    get their short escapes, other characters below U+0020 and U+007F become ``\\xNN``, the
-    rest ``\\uNNNN`` / ``\\UNNNNNNNN``. Bytes that are not valid UTF-8 become ``\\xNN``
-    each, as Go does byte by byte; so does text that carries such bytes as the lone
-    surrogates U+DC80..U+DCFF of Python's ``surrogateescape``. Any other lone surrogate is
-    not a valid rune: Go prints ``\\ufffd``.
-    """
-    if isinstance(value, bytes):
-        # Each byte of an invalid sequence becomes a lone surrogate U+DC80..U+DCFF; strict
-        # UTF-8 never decodes to a surrogate, so those stand for raw bytes only.
-        value = value.decode("utf-8", "surrogateescape")
-    out = ['"']
-    for char in value:
-        code = ord(char)
-        if code in _SIMPLE_ESCAPES:
-            out.append(_SIMPLE_ESCAPES[code])
-        elif 0xDC80 <= code <= 0xDCFF:
-            out.append(f"\\x{code - 0xDC00:02x}")
-        elif char.isprintable():
-            out.append(char)
-        elif code < 0x20 or code == 0x7F:
-            out.append(f"\\x{code:02x}")
-        elif 0xD800 <= code <= 0xDFFF:
-            out.append("\\ufffd")  # not a valid rune: Go prints U+FFFD
-        elif code < 0x10000:
-            out.append(f"\\u{code:04x}")
-        else:
-            out.append(f"\\U{code:08x}")
-    out.append('"')
-    return "".join(out)
-
-
-def go_quote_char(c: int) -> str:
-    """``encoding/json``'s ``quoteChar``: the offending byte of a JSON syntax error.
-
-    Quotes and apostrophes are special-cased; anything else is ``strconv.Quote`` of the rune
-    with the double quotes swapped for single ones (``'\\x01'``, ``'é'`` for 0xE9).
-    """
-    if c == 0x27:
-        return "'\\''"
-    if c == 0x22:
-        return "'\"'"
-    return "'" + go_quote(chr(c))[1:-1] + "'"
 
 
 def format_value(value: Any) -> str:

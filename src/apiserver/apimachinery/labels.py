@@ -38,6 +38,7 @@ from apiserver.apimachinery.validation import (
     max_len_error,
     regex_error,
 )
+from apiserver.gocompat.intparse import go_parse_int64
 
 # --- key and value validation (validate/content) --------------------------------------------
 
@@ -74,17 +75,6 @@ DOES_NOT_EXIST = "!"
 _BINARY_OPERATORS = (IN, NOT_IN, EQUALS, DOUBLE_EQUALS, NOT_EQUALS, GREATER_THAN, LESS_THAN)
 
 
-def _go_parse_int64(text: str) -> int | None:
-    """``strconv.ParseInt(text, 10, 64)`` without the error text."""
-    body = text[1:] if text[:1] in ("+", "-") else text
-    if not body or not all("0" <= ch <= "9" for ch in body):
-        return None
-    number = int(text)
-    if not -(1 << 63) <= number < (1 << 63):
-        return None
-    return number
-
-
 @attrs.frozen
 class Requirement:
     """One term: ``key`` related by ``operator`` to ``values`` (sorted, distinct)."""
@@ -107,8 +97,8 @@ class Requirement:
         if op in (GREATER_THAN, LESS_THAN):
             if self.key not in labels or len(self.values) != 1:
                 return False
-            have = _go_parse_int64(labels[self.key])
-            want = _go_parse_int64(self.values[0])
+            have = go_parse_int64(labels[self.key])
+            want = go_parse_int64(self.values[0])
             if have is None or want is None:
                 return False
             return have > want if op == GREATER_THAN else have < want
@@ -441,7 +431,7 @@ def new_requirement(key: str, operator: str, values: Sequence[str]) -> Requireme
                 invalid("values", vals, "for 'Gt', 'Lt' operators, exactly one value is required")
             )
         for i, value in enumerate(vals):
-            if _go_parse_int64(value) is None:
+            if go_parse_int64(value) is None:
                 errs.append(
                     invalid(
                         f"values[{i}]",

@@ -39,7 +39,6 @@ from typing import Any
 
 import attrs
 
-from apiserver.apimachinery.errors import go_quote
 from apiserver.apimachinery.schema import (
     List,
     Map,
@@ -49,7 +48,8 @@ from apiserver.apimachinery.schema import (
     Untyped,
     go_normalize,
 )
-from apiserver.apimachinery.strict import go_float, go_marshal
+from apiserver.gocompat.marshal import go_float, go_marshal
+from apiserver.gocompat.quote import go_quote
 
 # --- values --------------------------------------------------------------------------------
 

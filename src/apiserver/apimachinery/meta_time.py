@@ -24,31 +24,22 @@ import functools
 import time as _time
 from datetime import UTC, datetime, timedelta
 
+from apiserver.gocompat.quote import time_quote
+from apiserver.gocompat.timefmt import format_rfc3339, format_rfc3339_micro, to_utc
+
 RFC3339 = "2006-01-02T15:04:05Z07:00"
 RFC3339_MICRO = "2006-01-02T15:04:05.000000Z07:00"
+
+#: ``metav1.Time`` is written ``t.UTC().Format(time.RFC3339)``: whole seconds (truncated), ``Z``.
+format_time = format_rfc3339
+#: ``metav1.MicroTime`` is written ``t.UTC().Format(RFC3339Micro)``: six fraction digits, ``Z``.
+format_micro_time = format_rfc3339_micro
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 class TimeParseError(ValueError):
     """A time Go's ``time.Parse`` refuses; ``str()`` is Go's error text."""
-
-
-def _go_time_quote(data: bytes) -> str:
-    """The time package's own ``quote``: non-ASCII and control bytes as ``\\xNN``."""
-    out = ['"']
-    text = data.decode("utf-8", errors="surrogateescape")
-    for ch in text:
-        code = ord(ch)
-        if code >= 0x80 or code < 0x20:
-            raw = ch.encode("utf-8", errors="surrogateescape")
-            out.extend(f"\\x{b:02x}" for b in raw)
-        else:
-            if ch in ('"', "\\"):
-                out.append("\\")
-            out.append(ch)
-    out.append('"')
-    return "".join(out)
 
 
 def _is_digit(value: bytes, i: int) -> bool:
@@ -99,14 +90,14 @@ def _parse(layout: str, text: str) -> datetime:
     try:
         return _parse_bytes(raw, micro)
     except _Failure as failure:
-        value_q = _go_time_quote(raw)
+        value_q = time_quote(raw)
         if failure.message:
             raise TimeParseError(f"parsing time {value_q}{failure.message}") from None
-        layout_q = _go_time_quote(layout.encode())
-        elem_q = _go_time_quote(failure.layout_elem.encode())
+        layout_q = time_quote(layout.encode())
+        elem_q = time_quote(failure.layout_elem.encode())
         raise TimeParseError(
             f"parsing time {value_q} as {layout_q}: cannot parse "
-            f"{_go_time_quote(failure.value_elem)} as {elem_q}"
+            f"{time_quote(failure.value_elem)} as {elem_q}"
         ) from None
 
 
@@ -242,7 +233,7 @@ def _parse_bytes(value: bytes, micro: bool) -> datetime:
         if sign == b"-":
             offset = -offset
     if value:
-        raise _Failure("", value, ": extra text: " + _go_time_quote(value))
+        raise _Failure("", value, ": extra text: " + time_quote(value))
     if day < 1 or day > _days_in(month, year):
         raise _Failure("", value, ": day out of range")
     try:
@@ -262,18 +253,6 @@ def parse_micro_time(text: str) -> datetime:
     return _parse(RFC3339_MICRO, text)
 
 
-def _utc(dt: datetime) -> datetime:
-    if dt.tzinfo is None:
-        return dt.replace(tzinfo=UTC)
-    return dt.astimezone(UTC)
-
-
-def format_time(dt: datetime) -> str:
-    """``t.UTC().Format(time.RFC3339)``: whole seconds (truncated), ``Z``."""
-    u = _utc(dt)
-    return f"{u.year:04d}-{u.month:02d}-{u.day:02d}T{u.hour:02d}:{u.minute:02d}:{u.second:02d}Z"
-
-
 def format_seconds(seconds: float) -> str:
     """A clock reading (Unix seconds) as a ``metav1.Time`` wire string: whole seconds, UTC
     (what ``metav1.Now()`` serializes to, e.g. a creationTimestamp)."""
@@ -284,15 +263,6 @@ def format_seconds(seconds: float) -> str:
 def _format_whole_seconds(seconds: int) -> str:
     # Kept: every write within the same second stamps the same text (twice per create).
     return format_time(datetime.fromtimestamp(seconds, UTC))
-
-
-def format_micro_time(dt: datetime) -> str:
-    """``t.UTC().Format(RFC3339Micro)``: six fraction digits, ``Z``."""
-    u = _utc(dt)
-    return (
-        f"{u.year:04d}-{u.month:02d}-{u.day:02d}T{u.hour:02d}:{u.minute:02d}:{u.second:02d}"
-        f".{u.microsecond:06d}Z"
-    )
 
 
 def _from_seconds(seconds: float | None) -> datetime:
@@ -315,7 +285,7 @@ def now_micro_time(seconds: float | None = None) -> datetime:
 
 def truncate_seconds(dt: datetime) -> datetime:
     """The value a Time keeps after a round trip through JSON."""
-    return _utc(dt).replace(microsecond=0)
+    return to_utc(dt).replace(microsecond=0)
 
 
 __all__ = [

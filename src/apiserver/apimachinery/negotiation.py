@@ -26,12 +26,13 @@ from __future__ import annotations
 import functools
 import re
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import attrs
 
 from apiserver.apimachinery.errors import StatusError, bad_request, invalid
-from apiserver.apimachinery.queryparams import Query, go_parse_bool, query_str
+from apiserver.apimachinery.queryparams import Query, query_str
+from apiserver.gocompat.boolparse import go_parse_bool
 
 JSON = "application/json"
 YAML = "application/yaml"
@@ -339,6 +340,91 @@ def include_object(query: Query) -> str:
     raise bad_request(f"Unable to convert to Table as requested: {error}")
 
 
+# --- media type options for other endpoints (discovery) -----------------------------------
+
+
+@attrs.frozen
+class GroupVersionKind:
+    group: str = ""
+    version: str = ""
+    kind: str = ""
+
+
+@attrs.frozen
+class MediaTypeOptions:
+    """The negotiated serializer and the media type parameters that shape the answer."""
+
+    media_type: str
+    pretty: bool = False
+    convert: GroupVersionKind | None = None
+
+
+TransformCheck = Callable[[GroupVersionKind | None], bool]
+
+
+def default_restrictions(convert: GroupVersionKind | None) -> bool:
+    """``DefaultEndpointRestrictions``: no transformation (``as=``/``g=``/``v=``) at all."""
+    return convert is None
+
+
+def _media_type_options(
+    params: dict[str, str], media_type: str, streaming: bool, allows: TransformCheck
+) -> MediaTypeOptions | None:
+    """``acceptMediaTypeOptions`` for an endpoint whose only restriction is ``allows`` (no
+    server version: ``sv=`` refuses the clause, as ``DefaultEndpointRestrictions`` do)."""
+    group = version = kind = None
+    pretty = False
+    for key, value in params.items():
+        if key == "as":
+            kind = value
+        elif key == "g":
+            group = value
+        elif key == "v":
+            version = value
+        elif key == "stream":
+            if value and (not streaming or value != "watch"):
+                return None
+        elif key == "sv":
+            if value:
+                return None
+        elif key == "pretty":
+            pretty = value == "1"
+    convert = None
+    if group is not None or version is not None or kind is not None:
+        convert = GroupVersionKind(group or "", version or "", kind or "")
+    if not allows(convert):
+        return None
+    return MediaTypeOptions(media_type, pretty, convert)
+
+
+def negotiate_media_type(
+    header: str,
+    media_types: Sequence[str],
+    streaming: Mapping[str, bool],
+    allows: TransformCheck,
+) -> MediaTypeOptions | None:
+    """``NegotiateMediaTypeOptions``: the first acceptable (clause, serializer) pair, or None.
+
+    ``media_types`` are the serializers in the endpoint's order (the first answers a request
+    without Accept), ``streaming`` says which have a stream serializer, ``allows`` is the
+    endpoint's ``AllowsMediaTypeTransform``. Used by discovery; the resource handlers' own
+    restrictions (tables, partial metadata, ``sv=v1``) are :func:`negotiate_output`'s."""
+    if not header:
+        return MediaTypeOptions(media_types[0])
+    for clause in parse_accept(header):
+        for media_type in media_types:
+            main, sub = media_type.split("/")
+            if (clause.type == main and clause.subtype in (sub, "*")) or (
+                clause.type == "*" and clause.subtype == "*"
+            ):
+                options = _media_type_options(
+                    clause.param_map(), media_type, streaming[media_type], allows
+                )
+                if options is not None:
+                    return options
+    return None
+
+
 # --- Content-Type ---------------------------------------------------------------------------
 
 _TSPECIALS = set('()<>@,;:\\"/[]?=')
@@ -474,12 +560,17 @@ def patch_type(content_type: str | None) -> str:
 __all__ = [
     "KUBE_MEDIA_TYPES",
     "AcceptClause",
+    "GroupVersionKind",
+    "MediaTypeOptions",
     "Output",
+    "TransformCheck",
     "accept_matches_route",
     "check_output_target",
+    "default_restrictions",
     "go_parse_media_type",
     "include_object",
     "negotiate_body",
+    "negotiate_media_type",
     "negotiate_output",
     "parse_accept",
     "patch_type",

@@ -15,11 +15,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from apiserver.apimachinery.errors import bad_request, go_quote
+from apiserver.apimachinery.errors import bad_request
+from apiserver.gocompat.errors import GoValueError
+from apiserver.gocompat.intparse import parse_int
 
 Query = Mapping[bytes, Sequence[bytes]]
 
-_UINT64_MAX = (1 << 64) - 1
+#: ``strconv.ParseInt``'s error (:mod:`apiserver.gocompat.intparse`), as the 400's text.
+GoParseIntError = GoValueError
 
 
 def _decode(value: bytes) -> str:
@@ -59,70 +62,20 @@ def query_bool(query: Query, name: str) -> bool | None:
     return None if value is None else parse_query_bool(value)
 
 
-class GoParseIntError(ValueError):
-    """``strconv.ParseInt``'s error, worded as Go words it (``*strconv.NumError``)."""
-
-
-def go_parse_int(text: str, bits: int = 64) -> int:
-    """``strconv.ParseInt(text, 10, bits)``: optional sign, then ASCII digits only.
-
-    The overflow check runs digit by digit, as Go's does, so a too-long number reports
-    ``value out of range`` even when a bad character follows it.
-    """
-    syntax = GoParseIntError(f"strconv.ParseInt: parsing {go_quote(text)}: invalid syntax")
-    out_of_range = GoParseIntError(
-        f"strconv.ParseInt: parsing {go_quote(text)}: value out of range"
-    )
-    if not text:
-        raise syntax
-    digits = text
-    negative = False
-    if digits[0] in "+-":
-        negative = digits[0] == "-"
-        digits = digits[1:]
-    if not digits:
-        raise syntax
-    limit = _UINT64_MAX if bits == 64 else (1 << bits) - 1
-    number = 0
-    for ch in digits:
-        if not ("0" <= ch <= "9"):
-            raise syntax
-        number = number * 10 + (ord(ch) - 48)
-        if number > limit:
-            raise out_of_range
-    cutoff = 1 << (bits - 1)
-    if not negative and number >= cutoff:
-        raise out_of_range
-    if negative and number > cutoff:
-        raise out_of_range
-    return -number if negative else number
-
-
 def query_int(query: Query, name: str) -> int | None:
     """``Convert_Slice_string_To_Pointer_int64``: None when absent, 400 on a bad integer."""
     value = query_str(query, name)
     if value is None:
         return None
     try:
-        return go_parse_int(value)
-    except GoParseIntError as exc:
+        return parse_int(value)
+    except GoValueError as exc:
         raise bad_request(str(exc)) from None
-
-
-def go_parse_bool(text: str) -> bool | None:
-    """``strconv.ParseBool``: the value, or None where Go would return an error."""
-    if text in ("1", "t", "T", "TRUE", "true", "True"):
-        return True
-    if text in ("0", "f", "F", "FALSE", "false", "False"):
-        return False
-    return None
 
 
 __all__ = [
     "GoParseIntError",
     "Query",
-    "go_parse_bool",
-    "go_parse_int",
     "parse_query_bool",
     "query_bool",
     "query_int",

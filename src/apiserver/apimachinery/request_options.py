@@ -33,12 +33,8 @@ import yaml
 
 from apiserver.apimachinery.continue_token import (
     GoJSONSyntaxError,
-    GoNumber,
-    GoObject,
     go_fold_name,
-    go_json_kind,
     go_json_parse,
-    go_parse_int64,
     unmarshal_type_error,
 )
 from apiserver.apimachinery.errors import (
@@ -63,6 +59,8 @@ from apiserver.apimachinery.queryparams import (
     query_str,
     query_values,
 )
+from apiserver.gocompat.intparse import go_parse_int64
+from apiserver.gocompat.jsonvalues import GoNumber, GoObject, go_json_kind
 
 META_GROUP = "meta.k8s.io"
 

@@ -34,7 +34,8 @@ import attrs
 
 from apiserver.apimachinery import errors
 from apiserver.apimachinery.errors import FieldError
-from apiserver.apimachinery.strict import go_marshal
+from apiserver.gocompat.marshal import go_marshal
+from apiserver.gocompat.timefmt import format_time_string
 
 #: Unit word of ``MaxLenError`` in Kubernetes 1.35 (``bytes`` from 1.36 on).
 MAX_LEN_UNIT = "characters"
@@ -257,13 +258,7 @@ def parse_wire_time(value: str) -> _dt.datetime:
 def go_time_string(value: str | None) -> str:
     """``time.Time.String()`` of a decoded ``metav1.Time``/``MicroTime`` (UTC, as a server
     with no TZ configured shows it); ``None`` is Go's zero time."""
-    if not value:
-        return "0001-01-01 00:00:00 +0000 UTC"
-    t = parse_wire_time(value)
-    text = f"{t.year:04d}-{t.month:02d}-{t.day:02d} {t.hour:02d}:{t.minute:02d}:{t.second:02d}"
-    if t.microsecond:
-        text += "." + f"{t.microsecond:06d}".rstrip("0")
-    return text + " +0000 UTC"
+    return format_time_string(parse_wire_time(value) if value else None)
 
 
 @attrs.frozen

@@ -48,7 +48,6 @@ from twisted.internet.defer import Deferred
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
-from apiserver.apimachinery.errors import go_quote
 from apiserver.auth.authz import AuthorizerError
 from apiserver.auth.impersonation import (
     ImpersonationError,
@@ -71,6 +70,7 @@ from apiserver.auth.interface import (
 )
 from apiserver.auth.requestinfo import RequestInfo, RequestInfoError, parse_request_info
 from apiserver.discovery.handlers import status_response
+from apiserver.gocompat.quote import go_quote
 from apiserver.http.app import Filter, Verdict
 from apiserver.http.app import RequestInfo as HTTPRequestInfo
 from apiserver.http.request import HTTPRequest

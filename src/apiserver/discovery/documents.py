@@ -20,12 +20,13 @@ the standard library's and orjson's output differ from Go's in exactly those det
 from __future__ import annotations
 
 import hashlib
-import json
-import re
 from collections.abc import Mapping
 from typing import Any
 
 import yaml
+
+from apiserver.gocompat.boolparse import go_parse_bool, parse_bool_error
+from apiserver.gocompat.marshal import go_marshal_indent, go_marshal_plain
 
 GROUP = "events.k8s.io"
 VERSION = "v1"
@@ -223,7 +224,8 @@ def aggregated_etag(items: list[dict[str, Any]]) -> str:
     (aggregated/handler.go ``fetchFromCache``, etag.go ``calculateETag``): so the hashed bytes
     have no kind/apiVersion, and the tag is the same whichever version or encoding is served.
     """
-    return hashlib.sha512(go_marshal({"metadata": {}, "items": items})).hexdigest().upper()
+    hashed = go_marshal_plain({"metadata": {}, "items": items})
+    return hashlib.sha512(hashed).hexdigest().upper()
 
 
 # --- --runtime-config (k8s.io/apiserver/pkg/server/resourceconfig/helpers.go) -----------------
@@ -231,8 +233,6 @@ def aggregated_etag(items: list[dict[str, Any]]) -> str:
 _MATCHER_ORDER = ("api/all", "api/ga", "api/beta", "api/alpha")
 #: Which of the api/* matchers select the GA version ``v1`` (``^v\d+$``): all and ga.
 _MATCHES_V1 = {"api/all": True, "api/ga": True, "api/beta": False, "api/alpha": False}
-_GO_TRUE = {"1", "t", "T", "TRUE", "true", "True"}
-_GO_FALSE = {"0", "f", "F", "FALSE", "false", "False"}
 
 
 def runtime_config_errors(runtime_config: Mapping[str, str]) -> list[str]:
@@ -255,11 +255,8 @@ def runtime_config_errors(runtime_config: Mapping[str, str]) -> list[str]:
         if tokens[1] not in REGISTERED_VERSIONS:
             errors.append(f"group version {tokens[0]}/{tokens[1]} that has not been registered")
             continue
-        if value != "" and value not in _GO_TRUE and value not in _GO_FALSE:
-            errors.append(
-                f"invalid value of {key}: {value}, err: strconv.ParseBool: parsing "
-                f'"{value}": invalid syntax'
-            )
+        if value != "" and go_parse_bool(value) is None:
+            errors.append(f"invalid value of {key}: {value}, err: {parse_bool_error(value)}")
             continue
         if len(tokens) == 3 and tokens[2].lower() != tokens[2]:
             errors.append(
@@ -269,9 +266,10 @@ def runtime_config_errors(runtime_config: Mapping[str, str]) -> list[str]:
     return errors
 
 
-def _go_parse_bool(value: str) -> bool:
-    # A bare key (no "=") counts as true (helpers.go getRuntimeConfigValue).
-    return value == "" or value in _GO_TRUE
+def _runtime_config_bool(value: str) -> bool:
+    # A bare key (no "=") counts as true (helpers.go getRuntimeConfigValue); then
+    # strconv.ParseBool (an invalid value was refused by runtime_config_errors).
+    return value == "" or go_parse_bool(value) is True
 
 
 def runtime_config_enables_events(runtime_config: Mapping[str, str]) -> bool:
@@ -293,42 +291,14 @@ def runtime_config_enables_events(runtime_config: Mapping[str, str]) -> bool:
             enabled = runtime_config[key] == "true"
     version_key = GROUP_VERSION
     if version_key in runtime_config:
-        enabled = _go_parse_bool(runtime_config[version_key])
+        enabled = _runtime_config_bool(runtime_config[version_key])
     resource_key = f"{GROUP_VERSION}/events"
     if resource_key in runtime_config:
-        enabled = _go_parse_bool(runtime_config[resource_key])
+        enabled = _runtime_config_bool(runtime_config[resource_key])
     return enabled
 
 
 # --- encoders ----------------------------------------------------------------------------------
-
-_HTML_ESCAPES = {
-    "<": "\\u003c",
-    ">": "\\u003e",
-    "&": "\\u0026",
-    "\u2028": "\\u2028",
-    "\u2029": "\\u2029",
-}
-_HTML_RE = re.compile("[<>&\u2028\u2029]")
-
-
-def _go_escape(text: str) -> str:
-    # Go's encoding/json escapes these even inside strings; they can only occur inside strings.
-    if _HTML_RE.search(text) is None:
-        return text
-    return _HTML_RE.sub(lambda m: _HTML_ESCAPES[m.group(0)], text)
-
-
-def go_marshal(value: Any, *, sort_keys: bool = False) -> bytes:
-    """Go's ``json.Marshal``: compact, HTML-safe, UTF-8, no trailing newline."""
-    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=sort_keys)
-    return _go_escape(text).encode()
-
-
-def go_marshal_indent(value: Any) -> bytes:
-    """Go's ``json.MarshalIndent(v, "", "  ")``: no trailing newline."""
-    text = json.dumps(value, ensure_ascii=False, indent=2)
-    return _go_escape(text).encode()
 
 
 def encode_json(value: Any, *, pretty: bool = False) -> bytes:
@@ -338,8 +308,8 @@ def encode_json(value: Any, *, pretty: bool = False) -> bytes:
     ``MarshalIndent`` (no newline), as runtime/serializer/json/json.go ``doEncode`` does.
     """
     if pretty:
-        return go_marshal_indent(value)
-    return go_marshal(value) + b"\n"
+        return go_marshal_indent(value).encode()
+    return go_marshal_plain(value) + b"\n"
 
 
 class _GoYamlDumper(yaml.SafeDumper):

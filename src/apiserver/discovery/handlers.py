@@ -27,8 +27,16 @@ from typing import Any
 
 import attrs
 
-from apiserver.apimachinery.negotiation import parse_accept
+from apiserver.apimachinery import negotiation
+from apiserver.apimachinery.negotiation import (
+    GroupVersionKind,
+    MediaTypeOptions,
+    TransformCheck,
+    default_restrictions,
+    negotiate_media_type,
+)
 from apiserver.discovery import documents as docs
+from apiserver.gocompat.marshal import go_marshal_indent
 from apiserver.http.app import RequestInfo, Router, header_value
 from apiserver.http.request import HTTPRequest
 from apiserver.http.response import Response
@@ -42,38 +50,22 @@ PROTOBUF_TYPE = "application/vnd.kubernetes.protobuf"
 SUPPORTED_MEDIA_TYPES = (JSON_TYPE, YAML_TYPE, PROTOBUF_TYPE)
 _STREAMING = {JSON_TYPE: True, YAML_TYPE: False, PROTOBUF_TYPE: True}
 
+
+def negotiate(header: str, allows: TransformCheck) -> MediaTypeOptions | None:
+    """``NegotiateMediaTypeOptions`` over the discovery serializers."""
+    return negotiate_media_type(header, SUPPORTED_MEDIA_TYPES, _STREAMING, allows)
+
+
+def _pretty(request: HTTPRequest, info: RequestInfo) -> bool:
+    """negotiate.go ``isPrettyPrint``: ``?pretty=``, else a human client's User-Agent."""
+    return negotiation.wants_pretty(info.query, header_value(request, b"user-agent"))
+
+
 METHOD_NOT_ALLOWED_MESSAGE = "the server does not allow this method on the requested resource"
 
 
-# Accept parsing (goautoneg) is apimachinery.negotiation's ``parse_accept``, shared with the
-# resource handlers.
-
-
-# --- media type negotiation (endpoints/handlers/negotiation/negotiate.go) ----------------------
-
-
-@attrs.frozen
-class GroupVersionKind:
-    group: str = ""
-    version: str = ""
-    kind: str = ""
-
-
-@attrs.frozen
-class MediaTypeOptions:
-    """The negotiated serializer and the media type parameters that shape the answer."""
-
-    media_type: str
-    pretty: bool = False
-    convert: GroupVersionKind | None = None
-
-
-TransformCheck = Callable[[GroupVersionKind | None], bool]
-
-
-def default_restrictions(convert: GroupVersionKind | None) -> bool:
-    """``DefaultEndpointRestrictions``: no transformation (``as=``/``g=``/``v=``) at all."""
-    return convert is None
+# Negotiation (negotiate.go ``NegotiateMediaTypeOptions`` over goautoneg) is
+# apimachinery.negotiation's, shared with the resource handlers and OpenAPI.
 
 
 def is_aggregated_discovery(convert: GroupVersionKind | None) -> bool:
@@ -84,70 +76,6 @@ def is_aggregated_discovery(convert: GroupVersionKind | None) -> bool:
         and convert.version in docs.AGGREGATED_VERSIONS
         and convert.kind == docs.AGGREGATED_KIND
     )
-
-
-def _accept_options(
-    params: dict[str, str], media_type: str, allows: TransformCheck
-) -> MediaTypeOptions | None:
-    group = version = kind = None
-    pretty = False
-    for key, value in params.items():
-        if key == "as":
-            kind = value
-        elif key == "g":
-            group = value
-        elif key == "v":
-            version = value
-        elif key == "stream":
-            if value and (not _STREAMING[media_type] or value != "watch"):
-                return None
-        elif key == "sv":
-            if value:
-                return None
-        elif key == "pretty":
-            pretty = value == "1"
-    convert = None
-    if group is not None or version is not None or kind is not None:
-        convert = GroupVersionKind(group or "", version or "", kind or "")
-    if not allows(convert):
-        return None
-    return MediaTypeOptions(media_type, pretty, convert)
-
-
-def negotiate(header: str, allows: TransformCheck) -> MediaTypeOptions | None:
-    """``NegotiateMediaTypeOptions``: the first acceptable (clause, serializer) pair, or None."""
-    if not header:
-        return MediaTypeOptions(SUPPORTED_MEDIA_TYPES[0])
-    for clause in parse_accept(header):
-        for media_type in SUPPORTED_MEDIA_TYPES:
-            main, sub = media_type.split("/")
-            if (clause.type == main and clause.subtype in (sub, "*")) or (
-                clause.type == "*" and clause.subtype == "*"
-            ):
-                options = _accept_options(clause.param_map(), media_type, allows)
-                if options is not None:
-                    return options
-    return None
-
-
-# --- request helpers ---------------------------------------------------------------------------
-
-
-def _go_parse_bool(text: str) -> bool | None:
-    if text in ("1", "t", "T", "TRUE", "true", "True"):
-        return True
-    if text in ("0", "f", "F", "FALSE", "false", "False"):
-        return False
-    return None
-
-
-def wants_pretty(request: HTTPRequest, info: RequestInfo) -> bool:
-    """negotiate.go ``isPrettyPrint``: ``?pretty=``, else a human client's User-Agent."""
-    values = info.query.get(b"pretty")
-    if values and values[0]:
-        return _go_parse_bool(values[0].decode("latin-1")) is True
-    agent = header_value(request, b"user-agent")
-    return agent.startswith(("curl", "Wget", "Mozilla/5.0"))
 
 
 def encode(value: Any, options: MediaTypeOptions, pretty: bool) -> tuple[str, bytes]:
@@ -173,8 +101,8 @@ def status_response(
     status = status_body(code, reason, message, details)
     options = negotiate(header_value(request, b"accept"), default_restrictions)
     if options is None:
-        return Response(code, (("Content-Type", JSON_TYPE),), docs.go_marshal_indent(status))
-    content_type, body = encode(status, options, wants_pretty(request, info))
+        return Response(code, (("Content-Type", JSON_TYPE),), go_marshal_indent(status).encode())
+    content_type, body = encode(status, options, _pretty(request, info))
     return Response(code, (("Content-Type", content_type),), body)
 
 
@@ -185,7 +113,7 @@ def not_acceptable(request: HTTPRequest, info: RequestInfo) -> Response:
         "NotAcceptable",
         "only the following media types are accepted: " + ", ".join(SUPPORTED_MEDIA_TYPES),
     )
-    return Response(406, (("Content-Type", JSON_TYPE),), docs.go_marshal_indent(status))
+    return Response(406, (("Content-Type", JSON_TYPE),), go_marshal_indent(status).encode())
 
 
 def write_object(request: HTTPRequest, info: RequestInfo, value: Any) -> Response:
@@ -193,7 +121,7 @@ def write_object(request: HTTPRequest, info: RequestInfo, value: Any) -> Respons
     options = negotiate(header_value(request, b"accept"), default_restrictions)
     if options is None:
         return not_acceptable(request, info)
-    content_type, body = encode(value, options, wants_pretty(request, info))
+    content_type, body = encode(value, options, _pretty(request, info))
     return Response(200, (("Content-Type", content_type),), body)
 
 
@@ -249,7 +177,7 @@ class AggregatedDocument:
         if header_value(request, b"if-none-match") == quoted:
             return Response(304, tuple(headers))
         document = docs.aggregated_document(self.items, options.convert.version)
-        base, body = encode(document, options, wants_pretty(request, info))
+        base, body = encode(document, options, _pretty(request, info))
         content_type = base + _gvk_params(options.convert)
         return Response(200, (*headers, ("Content-Type", content_type)), body)
 

@@ -15,7 +15,7 @@ from twisted.internet.defer import Deferred, succeed
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
-from apiserver.apimachinery.errors import go_quote
+from apiserver.gocompat.quote import go_quote
 from apiserver.healthz.checks import HealthCheck, run_check
 from apiserver.healthz.registry import ENDPOINTS, HealthRegistry
 from apiserver.http.response import Response, text

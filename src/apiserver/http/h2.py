@@ -55,6 +55,11 @@ went from about 80 to 40 us of CPU, a 656 kB answer (a LIST of 500 events) from 
 to 110 us (the send path above); a pass of 64 KiB or more goes to TLS at once, as a view
 (:meth:`FastH2Connection._writeOut`).
 
+The fast path uses private members of h2, hpack, hyperframe and Twisted (setup.cfg bounds
+their versions): :func:`configure_http2` installs it only after
+:func:`apiserver.http.h2internals.h2_internals_problems` found each of them as expected, and
+otherwise serves with Twisted's own connection (:class:`StockH2Connection`), logged once.
+
 Everything else is Twisted's: producers are paused when a stream's window minus its queued
 bytes reaches zero and resumed on WINDOW_UPDATE (streaming watches), RST_STREAM and its
 Rapid-Reset limit, GOAWAY, timeouts, the cap on buffered control frames while the transport
@@ -83,11 +88,15 @@ from h2.stream import StreamInputs, StreamState
 from twisted.internet.defer import Deferred
 from twisted.internet.error import ConnectionLost
 from twisted.internet.protocol import connectionDone
+from twisted.logger import Logger
 from twisted.protocols.tls import BufferingTLSTransport, TLSMemoryBIOProtocol
 from twisted.python.failure import Failure
 from twisted.web import _http2, http
 
+from apiserver.http.h2internals import h2_internals_problems
 from apiserver.http.h2request import H2Request
+
+_log = Logger()
 
 DEFAULT_MAX_STREAMS = 100
 #: SETTINGS_MAX_HEADER_LIST_SIZE, as Go's HTTP/2 server derives it from kube-apiserver's
@@ -1323,13 +1332,65 @@ def quiet_frame_repr() -> None:
         hyperframe.frame._raw_data_repr = _short_data_repr
 
 
-def configure_http2(max_streams: int) -> None:
-    """Serve HTTP/2 with :class:`FastH2Connection`, advertising ``max_streams`` streams
-    (0: the default 100) on every new connection of this process."""
+class StockH2Connection(_http2.H2Connection):
+    """Twisted's own ``H2Connection`` with only the settings the flags ask for, through h2's
+    public API: the fallback when :func:`~apiserver.http.h2internals.h2_internals_problems`
+    finds that an internal of the fast path changed.
+
+    It advertises ``--http2-max-streams-per-connection`` and takes header lists up to
+    :data:`MAX_HEADER_LIST_SIZE`, as :class:`FastH2Connection` does; everything else is
+    Twisted's (it serves twisted.web requests: ``servesLeanRequests`` is false).
+    """
+
+    maxConcurrentStreams: int = DEFAULT_MAX_STREAMS
+
+    def __init__(self, reactor: Any = None) -> None:
+        super().__init__(reactor)
+        conn = self.conn
+        conn.local_settings = Settings(
+            client=False,
+            initial_values={
+                SettingCodes.MAX_CONCURRENT_STREAMS: self.maxConcurrentStreams,
+                SettingCodes.MAX_HEADER_LIST_SIZE: MAX_HEADER_LIST_SIZE,
+            },
+        )
+        conn.decoder.max_header_list_size = MAX_HEADER_LIST_SIZE
+
+
+#: Whether the fallback was reported already: it is logged once per process.
+_fallback_reported = False
+
+
+def configure_http2(max_streams: int) -> bool:
+    """Serve HTTP/2 on every new connection of this process, advertising ``max_streams``
+    streams (0: the default 100); True if that is :class:`FastH2Connection`.
+
+    The fast path is installed only when every private internal of h2, hpack and Twisted it
+    relies on is as expected (:mod:`apiserver.http.h2internals`); otherwise
+    :class:`StockH2Connection` (Twisted's own path) is, and the first such call logs what
+    differed.
+    """
+    global _fallback_reported
     streams = max_streams or DEFAULT_MAX_STREAMS
+    problems = h2_internals_problems()
+    if problems:
+        if not _fallback_reported:
+            _fallback_reported = True
+            _log.warn(
+                "HTTP/2: serving with Twisted's own H2Connection, not the fast path: the "
+                "installed h2/hpack/Twisted differ from what it was written for: {problems}",
+                problems="; ".join(problems),
+            )
+
+        class ApiserverStockH2Connection(StockH2Connection):
+            maxConcurrentStreams = streams
+
+        http.H2Connection = ApiserverStockH2Connection  # type: ignore[misc]
+        return False
     quiet_frame_repr()
 
     class ApiserverH2Connection(FastH2Connection):
         maxConcurrentStreams = streams
 
     http.H2Connection = ApiserverH2Connection  # type: ignore[misc]
+    return True

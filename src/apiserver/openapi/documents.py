@@ -38,7 +38,7 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from apiserver.discovery.documents import go_marshal
+from apiserver.gocompat.marshal import go_marshal_plain
 
 INFO = {"title": "Kubernetes", "version": "unversioned"}
 OPENAPI_VERSION = "3.0.0"
@@ -427,7 +427,7 @@ def v3_documents(*, events_enabled: bool, logs_enabled: bool = False) -> dict[st
 
 def marshal(document: Any) -> bytes:
     """The document as Go's ``json.Marshal`` writes it (compact, keys sorted, HTML-safe)."""
-    return go_marshal(document, sort_keys=True)
+    return go_marshal_plain(document, sort_keys=True)
 
 
 def etag(data: bytes) -> str:

@@ -37,8 +37,8 @@ from typing import Any
 
 import attrs
 
-from apiserver.discovery.documents import go_marshal
-from apiserver.discovery.handlers import parse_accept
+from apiserver.apimachinery.negotiation import parse_accept
+from apiserver.gocompat.marshal import go_marshal_plain
 from apiserver.http.app import RequestInfo, Router, header_value
 from apiserver.http.request import HTTPRequest
 from apiserver.http.response import Response
@@ -418,7 +418,7 @@ class OpenAPIService:
             key: {"serverRelativeURL": server_relative_url(key, served.etag)}
             for key, served in groups.items()
         }
-        body = go_marshal({"paths": paths}, sort_keys=True)
+        body = go_marshal_plain({"paths": paths}, sort_keys=True)
         discovery = ServedDocument(body, openapi_docs.etag(body), now)
         v2 = ServedDocument.of(openapi_docs.swagger_v2(documents, git_version), now)
         return cls(groups, discovery, v2, clock)

@@ -25,6 +25,12 @@ from typing import Any, Literal
 
 import attrs
 
+from apiserver.gocompat.boolparse import parse_bool
+from apiserver.gocompat.duration import format_go_duration, parse_go_duration
+from apiserver.gocompat.errors import GoValueError
+from apiserver.gocompat.intparse import parse_int
+from apiserver.gocompat.quote import go_quote
+
 TypeName = Literal[
     "bool",
     "int",
@@ -49,59 +55,18 @@ TypeName = Literal[
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 
-class FlagValueError(ValueError):
-    """One occurrence of a flag could not be parsed; the message is Go's wording."""
+#: One occurrence of a flag could not be parsed; the message is Go's wording. The same class as
+#: the Go-compatible parsers raise (:mod:`apiserver.gocompat`), so their errors are flag errors.
+FlagValueError = GoValueError
 
 
 # ---------------------------------------------------------------------------------------------
-# Go strconv
+# Go strconv (ParseInt and ParseBool are apiserver.gocompat's)
 
 
-_TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
-_FALSE = frozenset({"0", "f", "F", "FALSE", "false", "False"})
-
-
-def parse_go_bool(text: str) -> bool:
-    """``strconv.ParseBool``: exactly the twelve spellings Go accepts."""
-    if text in _TRUE:
-        return True
-    if text in _FALSE:
-        return False
-    raise FlagValueError(f'strconv.ParseBool: parsing "{text}": invalid syntax')
-
-
-_OCTAL_LEADING_ZERO = re.compile(r"0(?:_?[0-7])+")
-_BASE0_INT = re.compile(
-    r"0[xX]_?[0-9a-fA-F]+(?:_[0-9a-fA-F]+)*|0[bB]_?[01]+(?:_[01]+)*|"
-    r"0[oO]_?[0-7]+(?:_[0-7]+)*|0|[1-9](?:_?[0-9])*"
-)
-
-
-def parse_go_int(text: str, *, bits: int = 64, base: int = 0, func: str = "ParseInt") -> int:
-    """``strconv.ParseInt(text, base, bits)``; base 0 reads 0x, 0o, 0b and 0 prefixes."""
-    syntax = FlagValueError(f'strconv.{func}: parsing "{text}": invalid syntax')
-    body = text
-    negative = False
-    if body[:1] in ("+", "-"):
-        negative = body[0] == "-"
-        body = body[1:]
-    if not body:
-        raise syntax
-    if base == 10:
-        if not body.isascii() or not body.isdigit():
-            raise syntax
-        value = int(body, 10)
-    elif _OCTAL_LEADING_ZERO.fullmatch(body):
-        value = int(body[1:].replace("_", ""), 8)
-    elif _BASE0_INT.fullmatch(body):
-        value = int(body.replace("_", ""), 0)
-    else:
-        raise syntax
-    if negative:
-        value = -value
-    if not -(1 << (bits - 1)) <= value < (1 << (bits - 1)):
-        raise FlagValueError(f'strconv.{func}: parsing "{text}": value out of range')
-    return value
+def parse_int_flag(text: str, *, bits: int = 64, base: int = 0) -> int:
+    """pflag's ``int``: ``strconv.ParseInt(text, 0, 64)`` (0x, 0o, 0b and 0 prefixes)."""
+    return parse_int(text, base, bits)
 
 
 _DEC_FLOAT = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
@@ -118,9 +83,9 @@ def parse_go_float(text: str) -> float:
     elif _HEX_FLOAT.fullmatch(text):
         value = float.fromhex(text)
     else:
-        raise FlagValueError(f'strconv.ParseFloat: parsing "{text}": invalid syntax')
+        raise FlagValueError(f"strconv.ParseFloat: parsing {go_quote(text)}: invalid syntax")
     if math.isinf(value) and not _SPECIAL_FLOAT.fullmatch(text):
-        raise FlagValueError(f'strconv.ParseFloat: parsing "{text}": value out of range')
+        raise FlagValueError(f"strconv.ParseFloat: parsing {go_quote(text)}: value out of range")
     return value
 
 
@@ -146,111 +111,7 @@ def format_go_float(value: float) -> str:
     return f"{'-' if sign else ''}{mantissa}e{'+' if exponent >= 0 else '-'}{abs(exponent):02d}"
 
 
-# ---------------------------------------------------------------------------------------------
-# Go time.Duration
-
-_NANOS_PER_UNIT = {
-    "ns": 1,
-    "us": 1_000,
-    "\u00b5s": 1_000,  # micro sign
-    "\u03bcs": 1_000,  # Greek small letter mu
-    "ms": 1_000_000,
-    "s": 1_000_000_000,
-    "m": 60 * 1_000_000_000,
-    "h": 3600 * 1_000_000_000,
-}
-_MAX_NANOS = (1 << 63) - 1
-
-
-def go_quote(text: str) -> str:
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
-def parse_go_duration_ns(text: str) -> int:
-    """``time.ParseDuration`` in integer nanoseconds: ``1h2m3.5s``, ``300ms``, ``-1.5h``, ``0``."""
-    invalid = FlagValueError("time: invalid duration " + go_quote(text))
-    rest = text
-    negative = False
-    if rest[:1] in ("-", "+"):
-        negative = rest[0] == "-"
-        rest = rest[1:]
-    if rest == "0":
-        return 0
-    if not rest:
-        raise invalid
-    total = decimal.Decimal(0)
-    while rest:
-        match = re.match(r"([0-9]*)(?:\.([0-9]*))?", rest)
-        assert match is not None  # the pattern can match the empty string
-        whole, frac = match.group(1), match.group(2)
-        if not whole and not frac:
-            raise invalid
-        rest = rest[match.end() :]
-        unit_end = 0
-        while unit_end < len(rest) and rest[unit_end] not in ".0123456789":
-            unit_end += 1
-        if unit_end == 0:
-            raise FlagValueError("time: missing unit in duration " + go_quote(text))
-        unit, rest = rest[:unit_end], rest[unit_end:]
-        if unit not in _NANOS_PER_UNIT:
-            raise FlagValueError(
-                "time: unknown unit " + go_quote(unit) + " in duration " + go_quote(text)
-            )
-        number = decimal.Decimal(f"{whole or '0'}.{frac or '0'}")
-        total += number * _NANOS_PER_UNIT[unit]
-        if total > _MAX_NANOS + (1 if negative else 0):
-            raise invalid
-    nanos = int(total)  # Go truncates the fractional nanoseconds
-    return -nanos if negative else nanos
-
-
-def parse_go_duration(text: str) -> float:
-    """``time.ParseDuration`` as float seconds (the value type our config uses)."""
-    return parse_go_duration_ns(text) / 1e9
-
-
-def _fmt_frac(value: int, precision: int) -> tuple[str, int]:
-    digits = ""
-    printed = False
-    for _ in range(precision):
-        digit = value % 10
-        printed = printed or digit != 0
-        if printed:
-            digits = str(digit) + digits
-        value //= 10
-    return ("." + digits if printed else ""), value
-
-
-def format_go_duration_ns(nanos: int) -> str:
-    """``time.Duration.String``: ``1h0m0s``, ``2s``, ``300ms``, ``1.5µs``, ``0s``, ``-1s``."""
-    if nanos == 0:
-        return "0s"
-    negative = nanos < 0
-    value = -nanos if negative else nanos
-    if value < 1_000_000_000:
-        if value < 1_000:
-            precision, unit = 0, "ns"
-        elif value < 1_000_000:
-            precision, unit = 3, "\u00b5s"
-        else:
-            precision, unit = 6, "ms"
-        frac, value = _fmt_frac(value, precision)
-        text = f"{value}{frac}{unit}"
-    else:
-        frac, value = _fmt_frac(value, 9)
-        text = f"{value % 60}{frac}s"
-        value //= 60
-        if value > 0:
-            text = f"{value % 60}m{text}"
-            value //= 60
-            if value > 0:
-                text = f"{value}h{text}"
-    return "-" + text if negative else text
-
-
-def format_go_duration(seconds: float) -> str:
-    """Float seconds printed as Go prints a ``time.Duration``."""
-    return format_go_duration_ns(round(seconds * 1e9))
+# Go time.Duration: apiserver.gocompat.duration; strconv.ParseBool: apiserver.gocompat.boolparse.
 
 
 # ---------------------------------------------------------------------------------------------
@@ -337,7 +198,7 @@ def parse_port_range(text: str) -> tuple[int, int]:
         raise FlagValueError(f"unable to parse port range: {value}")
 
     def atoi(part: str) -> int:
-        return parse_go_int(part, base=10, func="Atoi")
+        return parse_int(part, func="Atoi")
 
     if has_hyphen:
         low_text, high_text = value.split("-", 1)
@@ -399,7 +260,7 @@ def parse_bool_map(text: str) -> dict[str, bool]:
         if not sep:
             raise FlagValueError(f"missing bool value for {key.strip()}")
         try:
-            result[key.strip()] = parse_go_bool(val.strip())
+            result[key.strip()] = parse_bool(val.strip())
         except FlagValueError as exc:
             raise FlagValueError(
                 f"invalid value of {key.strip()}={val.strip()}, err: {exc}"
@@ -443,7 +304,7 @@ def parse_vmodule(text: str) -> tuple[tuple[str, int], ...]:
         if not sep or not pattern:
             raise FlagValueError(_VMODULE_ERROR)
         try:
-            number = parse_go_int(level, bits=32, base=10)
+            number = parse_int(level, 10, 32)
         except FlagValueError:
             raise FlagValueError(_VMODULE_ERROR) from None
         result.append((pattern, number))
@@ -461,7 +322,7 @@ def parse_version_flag(text: str) -> str:
         if not _VERSION_OVERRIDE.fullmatch(text):
             raise FlagValueError(f'could not parse "{text}" as a version of the form vX.Y.Z')
         return text
-    return "true" if parse_go_bool(text) else "false"
+    return "true" if parse_bool(text) else "false"
 
 
 def _parse_ip(text: str) -> str:
@@ -543,15 +404,13 @@ TYPES: Mapping[TypeName, FlagType] = {
     "bool": FlagType(
         "bool",
         "",
-        parse_go_bool,
+        parse_bool,
         format=_fmt_bool,
         no_opt_default="true",
         check=lambda v: isinstance(v, bool),
     ),
-    "int": FlagType("int", "int", parse_go_int, check=_is_int),
-    "level": FlagType(
-        "level", "Level", lambda text: parse_go_int(text, bits=32, base=10), check=_is_int
-    ),
+    "int": FlagType("int", "int", parse_int_flag, check=_is_int),
+    "level": FlagType("level", "Level", lambda text: parse_int(text, 10, 32), check=_is_int),
     "float": FlagType(
         "float",
         "float",

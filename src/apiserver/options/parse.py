@@ -15,8 +15,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from apiserver.gocompat.quote import go_quote
 from apiserver.options.config import OptionsError, ServerConfig
-from apiserver.options.flagtypes import FlagValueError, go_quote
+from apiserver.options.flagtypes import FlagValueError
 from apiserver.options.table import FLAGS, LONG_NAMES, SHORT_NAMES, Flag
 from apiserver.options.validate import validate
 

@@ -17,13 +17,9 @@ from collections.abc import Mapping, Set
 from typing import Any
 from urllib.parse import urlsplit
 
-from apiserver.options.flagtypes import (
-    FlagValueError,
-    format_go_duration,
-    format_go_float,
-    parse_go_bool,
-    parse_named_cert_key,
-)
+from apiserver.gocompat.boolparse import parse_bool
+from apiserver.gocompat.duration import format_go_duration
+from apiserver.options.flagtypes import FlagValueError, format_go_float, parse_named_cert_key
 from apiserver.options.table import NODE_ADDRESS_TYPES
 from apiserver.version import DEFAULT_GIT_VERSION, parse_semver
 
@@ -690,7 +686,7 @@ class _Checker:
                 )
             if value != "":
                 try:
-                    parse_go_bool(value)
+                    parse_bool(value)
                 except FlagValueError:
                     self.err(f"--runtime-config: invalid value {key}={value}, want true or false")
 

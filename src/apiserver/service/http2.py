@@ -21,7 +21,7 @@ class Http2Service(Service):
 
     name = "http2"
 
-    def __init__(self, max_streams: int, configure: Callable[[int], None]) -> None:
+    def __init__(self, max_streams: int, configure: Callable[[int], object]) -> None:
         self.max_streams = max_streams
         self.configure = configure
         self.configured = False

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from apiserver.api.events import convert as c
-from apiserver.apimachinery.strict import go_json_kind
+from apiserver.gocompat.jsonvalues import go_json_kind
 
 
 class Reference(c._Decoder):

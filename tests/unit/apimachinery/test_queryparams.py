@@ -9,13 +9,13 @@ from hypothesis import strategies as st
 from apiserver.apimachinery.errors import StatusError
 from apiserver.apimachinery.queryparams import (
     GoParseIntError,
-    go_parse_bool,
-    go_parse_int,
     query_bool,
     query_int,
     query_str,
     query_values,
 )
+from apiserver.gocompat.boolparse import go_parse_bool
+from apiserver.gocompat.intparse import parse_int as go_parse_int
 
 
 def q(**params: str | list[str]) -> dict[bytes, list[bytes]]:

@@ -19,9 +19,9 @@ from apiserver.auth.authn.oidc import (
     JWTAuthenticator,
     JWTConfig,
     ValidationRule,
-    go_time,
 )
 from apiserver.auth.interface import AuthenticationError
+from apiserver.gocompat.timefmt import format_unix_time_string as go_time
 
 ISSUER = "https://idp.example"
 

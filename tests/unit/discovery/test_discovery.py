@@ -18,18 +18,14 @@ from twisted.internet.task import Clock
 from twisted.python.failure import Failure
 from twisted.web.http_headers import Headers
 
+from apiserver.apimachinery.negotiation import parse_accept
 from apiserver.discovery import documents as docs
 from apiserver.discovery import (
     install_discovery,
     runtime_config_enables_events,
     runtime_config_errors,
 )
-from apiserver.discovery.handlers import (
-    default_restrictions,
-    is_aggregated_discovery,
-    negotiate,
-    parse_accept,
-)
+from apiserver.discovery.handlers import default_restrictions, is_aggregated_discovery, negotiate
 from apiserver.http.app import App, Router, ServingPolicy
 
 REFERENCE = Path(__file__).resolve().parents[4] / "shared" / "reference"

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import h2.config
 import h2.connection
@@ -35,7 +35,7 @@ from twisted.web import http, resource, server
 from zope.interface import implementer
 
 from apiserver.http import h2 as fast
-from apiserver.http.h2 import MAX_BATCH, FastH2Connection, configure_http2
+from apiserver.http.h2 import MAX_BATCH, FastH2Connection, StockH2Connection, configure_http2
 from apiserver.http.h2request import H2Request
 
 SMALL = b'{"kind":"Status","status":"Success"}'
@@ -142,27 +142,54 @@ class RoutesH2Request(H2Request):
         self.finish()
 
 
-#: The server paths every test runs against: twisted.web's ``H2Stream`` and ``Request`` or
-#: our lean request, each with frames received through h2 or our fast path.
-SERVER_PATHS = [("twisted", False), ("twisted", True), ("lean", False), ("lean", True)]
-SERVER_PATH_IDS = ["twisted-h2", "twisted-fastrecv", "lean-h2", "lean-fastrecv"]
+#: The server paths every test runs against: the fast path (:class:`FastH2Connection`) with
+#: twisted.web's ``H2Stream`` and ``Request`` or our lean request, each with frames received
+#: through h2 or our fast receive path; and the stock path (:class:`StockH2Connection`,
+#: Twisted's own, what ``configure_http2`` falls back to when an internal changed).
+SERVER_PATHS = [
+    ("twisted", False),
+    ("twisted", True),
+    ("lean", False),
+    ("lean", True),
+    ("stock", False),
+]
+SERVER_PATH_IDS = ["twisted-h2", "twisted-fastrecv", "lean-h2", "lean-fastrecv", "stock"]
+STOCK = SERVER_PATHS[-1]
 
 
 @contextlib.contextmanager
 def serving(kind: str, fast_receive: bool) -> Iterator[None]:
-    saved = Peer.lean, FastH2Connection.fastReceive
-    Peer.lean, FastH2Connection.fastReceive = kind == "lean", fast_receive
+    saved = Peer.lean, Peer.stock, FastH2Connection.fastReceive
+    Peer.lean, Peer.stock = kind == "lean", kind == "stock"
+    FastH2Connection.fastReceive = fast_receive
     try:
         yield
     finally:
-        Peer.lean, FastH2Connection.fastReceive = saved
+        Peer.lean, Peer.stock, FastH2Connection.fastReceive = saved
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def fast_only(reason: str) -> Callable[[F], F]:
+    """Mark a test of what only the fast path does (batching, framing, its own state), for
+    ``reason``: it runs on the fast paths, not on Twisted's own connection."""
+
+    def mark(test: F) -> F:
+        test.fast_only = reason  # type: ignore[attr-defined]
+        return test
+
+    return mark
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     # Hypothesis tests loop over the paths themselves (pytest-twisted wraps a hypothesis
     # test once per function, so it cannot be parametrized).
     if "server_path" in metafunc.fixturenames and not hasattr(metafunc.function, "hypothesis"):
-        metafunc.parametrize("server_path", SERVER_PATHS, ids=SERVER_PATH_IDS, indirect=True)
+        paths, ids = SERVER_PATHS, SERVER_PATH_IDS
+        if getattr(metafunc.function, "fast_only", None):
+            paths, ids = paths[:-1], ids[:-1]
+        metafunc.parametrize("server_path", paths, ids=ids, indirect=True)
 
 
 @pytest.fixture(autouse=True)
@@ -191,14 +218,17 @@ class Answer:
 
 
 class Peer:
-    """The h2 library as client, wired to a FastH2Connection on a memory transport."""
+    """The h2 library as client, wired to a FastH2Connection (or, on the stock path, a
+    StockH2Connection) on a memory transport."""
 
     #: Serve with :class:`RoutesH2Request` instead of twisted.web's (see ``server_path``).
     lean = False
+    #: Serve with Twisted's own connection (see ``server_path``).
+    stock = False
 
     def __init__(
         self,
-        connection: type[FastH2Connection] = FastH2Connection,
+        connection: type[Any] | None = None,
         client_settings: dict[int, int] | None = None,
         auto_ack: bool = True,
         handshake: bool = True,
@@ -206,9 +236,13 @@ class Peer:
         self.clock = Clock()
         self.routes = Routes()
         self.site = QuietSite(self.routes)
+        if connection is None:
+            connection = StockH2Connection if self.stock else FastH2Connection
         server: Any = connection(reactor=self.clock)  # Twisted types site and factory as None
         self.server = server
-        self.server.requestFactory = RoutesH2Request if self.lean else self.site.requestFactory
+        # Twisted's own connection serves twisted.web requests only (as H1Channel decides).
+        lean = self.lean and getattr(self.server, "servesLeanRequests", False)
+        self.server.requestFactory = RoutesH2Request if lean else self.site.requestFactory
         self.server.site = self.site
         self.server.factory = self.site
         self.transport = CountingTransport()
@@ -228,16 +262,25 @@ class Peer:
 
     # -- plumbing
 
+    def advance(self) -> None:
+        """Run what is due now. Twisted's own connection re-arms a ``callLater(0)`` while a
+        window is exhausted (it polls), so on the stock path only the calls due before this
+        turn run (:func:`turn`); ``Clock.advance(0)`` would never return."""
+        if isinstance(self.server, FastH2Connection):
+            self.clock.advance(0)
+        else:
+            turn(self.clock)
+
     def flush(self) -> None:
         """Run the reactor turn, exchange bytes both ways until nothing moves."""
         for _ in range(1000):
-            self.clock.advance(0)
+            self.advance()
             moved = False
             out = self.client.data_to_send()
             if out:
                 self.server.dataReceived(out)
                 moved = True
-            self.clock.advance(0)
+            self.advance()
             data = self.transport.value()
             if data:
                 self.transport.clear()
@@ -288,6 +331,8 @@ class Peer:
 
     def server_state_empty(self) -> bool:
         s = self.server
+        if not isinstance(s, FastH2Connection):
+            return not (s.streams or s._outboundStreamQueues or s._streamCleanupCallbacks)
         return not (s.streams or s._outboundStreamQueues or s._queuedBytes or s._ready)
 
 
@@ -304,6 +349,7 @@ def turn(clock: Clock) -> None:
 # ---------------------------------------------------------------------------------------
 
 
+@fast_only("one write per read and END_STREAM on the DATA frame are the fast path's batching")
 def test_small_responses_leave_in_one_write_with_end_stream_on_the_data_frame() -> None:
     peer = Peer()
     writes = peer.transport.writes
@@ -354,10 +400,12 @@ def test_large_body_waits_for_window_update_then_finishes() -> None:
     assert len(answer.body) == WINDOW
     assert not answer.ended
     assert all(len(f.data) <= 16384 for f in peer.data_frames(sid))
-    assert peer.server._queuedBytes[sid] == size - WINDOW
     assert peer.server.remainingOutboundWindow(sid) == -(size - WINDOW)
-    # Blocked streams are off the schedule: no timer spins while waiting.
-    assert peer.clock.getDelayedCalls() == []
+    if isinstance(peer.server, FastH2Connection):
+        assert peer.server._queuedBytes[sid] == size - WINDOW
+        # Blocked streams are off the schedule: no timer spins while waiting (Twisted's
+        # own connection polls).
+        assert peer.clock.getDelayedCalls() == []
     peer.ack(sid, 50_000)
     peer.flush()
     assert len(answer.body) == WINDOW + 50_000
@@ -414,6 +462,7 @@ def test_priority_decides_who_gets_a_scarce_connection_window() -> None:
     assert bytes(peer.answers[second].body) == body_of(150000)
 
 
+@fast_only("the priority tree is filled lazily by the fast path only")
 def test_priority_frame_mid_connection_takes_over_scheduling() -> None:
     peer = Peer(
         client_settings={h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 1 << 20},
@@ -455,6 +504,7 @@ def test_initial_window_setting_change_releases_blocked_streams() -> None:
     assert bytes(peer.answers[sid].body) == body_of(100000)
 
 
+@fast_only("one write per pass is the fast path's batching")
 def test_async_response_is_sent_on_the_next_reactor_turn_in_one_write() -> None:
     peer = Peer()
     ids = [peer.request(b"/later") for _ in range(3)]
@@ -476,6 +526,7 @@ def test_async_response_is_sent_on_the_next_reactor_turn_in_one_write() -> None:
         assert len(peer.data_frames(sid)) == 1
 
 
+@fast_only("small chunks joined into one frame is the fast path's framing")
 def test_streaming_response_pauses_on_exhausted_window_and_resumes() -> None:
     peer = Peer(auto_ack=False)
     sid = peer.request(b"/stream")
@@ -578,6 +629,7 @@ def test_goaway_from_client_fails_open_streams_and_closes() -> None:
     assert peer.clock.getDelayedCalls() == []
 
 
+@fast_only("the fast path's send-pass timer; Twisted's own polls")
 def test_connection_lost_with_data_queued() -> None:
     peer = Peer(auto_ack=False)
     peer.request(b"/big/300000")
@@ -632,6 +684,7 @@ def test_request_body_is_received() -> None:
     assert bytes(peer.answers[sid].body) == payload
 
 
+@fast_only("MAX_BATCH is the fast path's budget")
 def test_batch_budget_yields_to_the_reactor() -> None:
     size = 3 * MAX_BATCH
     peer = Peer(
@@ -653,6 +706,7 @@ def test_batch_budget_yields_to_the_reactor() -> None:
     assert bytes(peer.answers[sid].body) == body_of(size)
 
 
+@fast_only("MAX_BATCH is the fast path's budget")
 def test_large_answers_share_the_batch_budget() -> None:
     """Several large answers at once, windows wide open: each pass spends its budget in
     equal shares, each share framed in one go, every body exact in the end."""
@@ -725,14 +779,25 @@ def restore_h2_class(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(http, "H2Connection", http.H2Connection)
 
 
+@pytest.fixture(params=["fast", "stock"])
+def installed(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> type[Any]:
+    """The class ``configure_http2`` installs: the fast path, or (an internal reported as
+    changed) Twisted's own connection."""
+    monkeypatch.setattr(http, "H2Connection", http.H2Connection)
+    if request.param == "stock":
+        monkeypatch.setattr(fast, "h2_internals_problems", lambda: ["changed"])
+        monkeypatch.setattr(fast, "_fallback_reported", True)
+        return StockH2Connection
+    return FastH2Connection
+
+
 @pytest.mark.parametrize(("flag", "advertised"), [(0, 100), (250, 250), (7, 7)])
-@pytest.mark.usefixtures("restore_h2_class")
 def test_configure_http2_installs_the_class_and_advertises_max_streams(
-    flag: int, advertised: int
+    flag: int, advertised: int, installed: type[Any]
 ) -> None:
-    configure_http2(flag)
+    assert configure_http2(flag) is (installed is FastH2Connection)
     cls: Callable[..., Any] = http.H2Connection
-    assert issubclass(cls, FastH2Connection)  # type: ignore[arg-type]
+    assert issubclass(cls, installed)  # type: ignore[arg-type]
     peer = Peer(connection=cls)  # type: ignore[arg-type]
     assert peer.client.remote_settings.max_concurrent_streams == advertised
     ids = [peer.request(b"/later") for _ in range(advertised)]
@@ -741,11 +806,11 @@ def test_configure_http2_installs_the_class_and_advertises_max_streams(
     assert all(sid in peer.server.streams for sid in ids)
 
 
-@pytest.mark.usefixtures("restore_h2_class")
-def test_streams_beyond_the_advertised_limit_are_refused() -> None:
+def test_streams_beyond_the_advertised_limit_are_refused(installed: type[Any]) -> None:
     configure_http2(3)
     # A client that opens its streams before it has read our SETTINGS.
-    peer = Peer(connection=http.H2Connection, handshake=False)  # type: ignore[arg-type]
+    peer = Peer(connection=http.H2Connection, handshake=False)
+    assert isinstance(peer.server, installed)
     for _ in range(3):
         peer.request(b"/later")
     peer.server.dataReceived(peer.client.data_to_send())
@@ -980,6 +1045,7 @@ def test_response_with_special_headers_uses_h2s_pipeline() -> None:
     assert bytes(peer.answers[sid].body) == b"ok"
 
 
+@fast_only("the fast path's HPACK encoder")
 def test_audit_id_stays_out_of_the_hpack_table() -> None:
     peer = Peer()
     ids = [peer.request(b"/later") for _ in range(3)]
@@ -1121,6 +1187,7 @@ def test_the_local_address_is_asked_once_per_connection() -> None:
     assert Transport.calls == 1
 
 
+@fast_only("every answer of a read in that read's write is the fast path's batching")
 def test_response_headers_past_the_frame_size_use_continuation_frames() -> None:
     """Headers sent without h2's machinery: a block longer than the peer's frame size is
     split into HEADERS + CONTINUATION, decoded by the client as one block, and the HPACK

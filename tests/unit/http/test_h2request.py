@@ -34,7 +34,12 @@ from twisted.web import _http2
 
 from apiserver.http import site as site_module
 from apiserver.http.app import App, RequestInfo, Router, ServingPolicy
-from apiserver.http.h2 import FastH2Connection, _LiteralEncoder, _responseHeaderBlock
+from apiserver.http.h2 import (
+    FastH2Connection,
+    StockH2Connection,
+    _LiteralEncoder,
+    _responseHeaderBlock,
+)
 from apiserver.http.h2request import H2Request
 from apiserver.http.response import Response, text
 from apiserver.http.site import ApiH2Request, ApiRequest, ApiSite
@@ -801,3 +806,159 @@ def test_a_timeout_after_the_answer_began_resets_only_that_stream(lean: bool) ->
     client.send_headers(3, request_headers(b"GET", b"/hello", b"x"), end_stream=True)
     events = client.receive_data(server.feed(client.data_to_send()))
     assert [e.data for e in events if isinstance(e, h2.events.DataReceived)] == [b"hi"]
+
+
+# --- the stock path: Twisted's own connection, what configure_http2 falls back to ----------
+
+
+class Served:
+    """One h2 client and one server of the same App, fast (lean request, fast receive) or
+    stock (:class:`StockH2Connection` with twisted.web's request): the answers as decoded."""
+
+    def __init__(self, stock: bool) -> None:
+        self.server = Server(lean=not stock)
+        if stock:
+            # The same server, on Twisted's own connection instead.
+            conn: Any = StockH2Connection(reactor=self.server.clock)
+            conn.requestFactory = ApiRequest
+            conn.site = conn.factory = self.server.site
+            conn.timeOut = None
+            conn.callLater = self.server.clock.callLater
+            self.server.conn = conn
+            self.server.transport.clear()
+            conn.makeConnection(self.server.transport)
+        self.client = h2.connection.H2Connection(
+            h2.config.H2Configuration(client_side=True, header_encoding=None)
+        )
+        self.client.initiate_connection()
+        self.events: list[Any] = []
+        self.exchange()
+
+    def exchange(self) -> None:
+        """Bytes both ways until nothing moves; the reactor's calls due at each step run
+        once (Twisted's connection re-arms a ``callLater(0)`` while it waits, so running
+        the clock until nothing is due would not end)."""
+        clock = self.server.clock
+        for _ in range(500):
+            data = self.client.data_to_send()
+            if data:
+                self.server.conn.dataReceived(data)
+            due: list[Any] = [c for c in clock.getDelayedCalls() if c.getTime() <= clock.seconds()]
+            for call in due:
+                clock.calls.remove(call)
+                call.called = True
+                call.func(*call.args, **call.kw)
+            written = self.server.transport.value()
+            self.server.transport.clear()
+            if written:
+                self.events += self.client.receive_data(written)
+            if not data and not written:
+                return
+        raise AssertionError("the exchange did not settle")
+
+    def answers(self) -> dict[int, tuple[bytes, dict[bytes, bytes], bytes, bool]]:
+        found: dict[int, Any] = {}
+        for event in self.events:
+            sid = getattr(event, "stream_id", 0)
+            if isinstance(event, h2.events.InformationalResponseReceived):
+                found.setdefault(sid, [b"", {}, bytearray(), False, []])[4].append(
+                    dict(event.headers)[b":status"]
+                )
+            elif isinstance(event, h2.events.ResponseReceived):
+                headers = dict(event.headers)
+                entry = found.setdefault(sid, [b"", {}, bytearray(), False, []])
+                entry[0] = headers.pop(b":status")
+                # A fresh random UUID on every answer (the client sent none).
+                entry[1] = headers
+                headers[b"audit-id"] = b"<%d bytes>" % len(headers.pop(b"audit-id", b""))
+            elif isinstance(event, h2.events.DataReceived):
+                found[sid][2] += event.data
+            elif isinstance(event, h2.events.StreamEnded):
+                found[sid][3] = True
+        return {sid: (e[0], e[1], bytes(e[2]), e[3]) for sid, e in found.items()}
+
+
+def _everyday(served: Served) -> None:
+    for path in (b"/hello", b"/hello", b"/missing", b"/record?a=1&b=2&a=3", b"/stream"):
+        sid = served.client.get_next_available_stream_id()
+        served.client.send_headers(sid, request_headers(b"GET", path, b"example.test:6443"), True)
+    for method, path in ((b"HEAD", b"/hello"), (b"OPTIONS", b"/empty")):
+        sid = served.client.get_next_available_stream_id()
+        served.client.send_headers(sid, request_headers(method, path, b"example.test:6443"), True)
+    served.exchange()
+
+
+def _bodies(served: Served) -> None:
+    client = served.client
+    sid = client.get_next_available_stream_id()
+    headers = [*request_headers(b"POST", b"/record", b"x"), (b"content-length", b"11")]
+    client.send_headers(sid, headers)
+    client.send_data(sid, b"hello world", end_stream=True)
+    sid = client.get_next_available_stream_id()
+    client.send_headers(sid, [*request_headers(b"PUT", b"/record", b"x")])
+    client.send_data(sid, b"y" * 3000, end_stream=True)
+    served.exchange()
+
+
+def _unusual_block(served: Served) -> None:
+    sid = served.client.get_next_available_stream_id()
+    headers = [*request_headers(b"GET", b"/record", b"x"), (b"te", b"trailers")]
+    served.client.send_headers(sid, headers, end_stream=True)
+    served.exchange()
+
+
+def _flow_control(served: Served) -> None:
+    client = served.client
+    sid = client.get_next_available_stream_id()
+    client.send_headers(sid, request_headers(b"GET", b"/big", b"x"), end_stream=True)
+    served.exchange()
+    while not any(isinstance(e, h2.events.StreamEnded) for e in served.events):
+        client.increment_flow_control_window(30_000)
+        client.increment_flow_control_window(30_000, stream_id=sid)
+        served.exchange()
+
+
+def _expect_continue(served: Served) -> None:
+    client = served.client
+    sid = client.get_next_available_stream_id()
+    headers = [
+        *request_headers(b"POST", b"/record", b"x"),
+        (b"expect", b"100-continue"),
+        (b"content-length", b"2"),
+    ]
+    client.send_headers(sid, headers)
+    served.exchange()
+    client.send_data(sid, b"ok", end_stream=True)
+    served.exchange()
+
+
+def _reset(served: Served) -> None:
+    client = served.client
+    sid = client.get_next_available_stream_id()
+    client.send_headers(sid, request_headers(b"GET", b"/later", b"x"), end_stream=True)
+    served.exchange()
+    client.reset_stream(sid, h2.errors.ErrorCodes.CANCEL)
+    served.exchange()
+    assert served.server.pending.cancelled == 1
+    again = client.get_next_available_stream_id()
+    client.send_headers(again, request_headers(b"GET", b"/hello", b"x"), end_stream=True)
+    served.exchange()
+
+
+@pytest.mark.parametrize(
+    "scenario",
+    [_everyday, _bodies, _unusual_block, _flow_control, _expect_continue, _reset],
+    ids=lambda f: f.__name__.strip("_"),
+)
+def test_the_stock_path_gives_the_same_answers(scenario: Callable[[Served], None]) -> None:
+    """What a client reads (statuses, headers, bodies, ends of streams, 100 Continue) is the
+    same on Twisted's own connection as on the fast path, for the same App: the fallback
+    changes the speed, not the answers."""
+    answers = {}
+    for stock in (False, True):
+        served = Served(stock)
+        scenario(served)
+        answers[stock] = served.answers()
+        assert isinstance(served.server.conn, FastH2Connection) is not stock
+    assert answers[True] == answers[False]
+    assert answers[True]

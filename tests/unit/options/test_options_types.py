@@ -8,21 +8,22 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from apiserver.gocompat.boolparse import parse_bool as parse_go_bool
+from apiserver.gocompat.duration import (
+    format_go_duration,
+    format_go_duration_ns,
+    parse_go_duration,
+    parse_go_duration_ns,
+)
 from apiserver.options.flagtypes import (
     TYPES,
     FlagValueError,
     NamedCertKey,
-    format_go_duration,
-    format_go_duration_ns,
     format_go_float,
     parse_bool_map,
     parse_cidrs,
     parse_configuration_map,
-    parse_go_bool,
-    parse_go_duration,
-    parse_go_duration_ns,
     parse_go_float,
-    parse_go_int,
     parse_key_value_map,
     parse_metric_labels,
     parse_named_cert_key,
@@ -32,6 +33,7 @@ from apiserver.options.flagtypes import (
     parse_vmodule,
     split_csv,
 )
+from apiserver.options.flagtypes import parse_int_flag as parse_go_int
 
 
 @pytest.mark.parametrize("text", ["1", "t", "T", "TRUE", "true", "True"])

@@ -20,10 +20,10 @@ from apiserver.apimachinery.strict import (
     MAX_STRICT_ERRORS,
     find_strict_errors,
     find_unknown_fields,
-    go_json_syntax_error,
-    go_marshal,
     yaml_duplicate_key_error,
 )
+from apiserver.gocompat.jsonscan import go_json_syntax_error
+from apiserver.gocompat.marshal import go_marshal
 
 
 def problems(body: Any, schema: Struct = EVENT_V1) -> list[str]:

@@ -45,7 +45,7 @@ from apiserver.apimachinery.meta_time import (
     parse_micro_time,
     parse_time,
 )
-from apiserver.apimachinery.strict import go_json_kind
+from apiserver.gocompat.jsonvalues import go_json_kind
 
 V1_API_VERSION = "events.k8s.io/v1"
 CORE_API_VERSION = "v1"

@@ -46,7 +46,9 @@ from apiserver.apimachinery.schema import (
     Untyped,
     go_normalize,
 )
-from apiserver.apimachinery.strict import find_strict_errors, go_json_kind, go_json_syntax_error
+from apiserver.apimachinery.strict import find_strict_errors
+from apiserver.gocompat.jsonscan import go_json_syntax_error
+from apiserver.gocompat.jsonvalues import go_json_kind
 
 GROUP = "authentication.k8s.io"
 VERSION = "v1"

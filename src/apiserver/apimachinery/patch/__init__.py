@@ -43,13 +43,10 @@ from apiserver.apimachinery.patch.strategic import (
     strategic_merge_patch,
 )
 from apiserver.apimachinery.schema import Type
-from apiserver.apimachinery.strict import (
-    find_strict_errors,
-    find_unknown_fields,
-    go_json_kind,
-    go_marshal,
-)
+from apiserver.apimachinery.strict import find_strict_errors, find_unknown_fields
 from apiserver.apimachinery.strict_fast import certainly_clean
+from apiserver.gocompat.jsonvalues import go_json_kind
+from apiserver.gocompat.marshal import go_marshal
 
 PATCH_TYPES = {
     "application/json-patch+json": "json",

@@ -57,7 +57,8 @@ from apiserver.apimachinery.managedfields import (
     values_equal,
 )
 from apiserver.apimachinery.schema import Type
-from apiserver.apimachinery.strict import go_json_kind, yaml_duplicate_key_error
+from apiserver.apimachinery.strict import yaml_duplicate_key_error
+from apiserver.gocompat.jsonvalues import go_json_kind
 
 # --- decoding ---------------------------------------------------------------------------------
 

@@ -34,15 +34,9 @@ from typing import Any
 
 from apiserver.apimachinery.errors import StatusError, bad_request
 from apiserver.apimachinery.schema import STRING, Field, List, Struct
-from apiserver.apimachinery.strict import (
-    ANY,
-    Pairs,
-    go_json_kind,
-    go_json_syntax_error,
-    loads_pairs,
-    strict_errors_in,
-    to_plain,
-)
+from apiserver.apimachinery.strict import ANY, loads_pairs, strict_errors_in
+from apiserver.gocompat.jsonscan import go_json_syntax_error
+from apiserver.gocompat.jsonvalues import Pairs, go_json_kind, to_plain
 
 MAX_OPERATIONS = 10000
 

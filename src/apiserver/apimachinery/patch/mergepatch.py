@@ -23,14 +23,9 @@ import copy
 from typing import Any
 
 from apiserver.apimachinery.errors import bad_request
-from apiserver.apimachinery.strict import (
-    ANY,
-    go_json_kind,
-    go_json_syntax_error,
-    loads_pairs,
-    strict_errors_in,
-    to_plain,
-)
+from apiserver.apimachinery.strict import ANY, loads_pairs, strict_errors_in
+from apiserver.gocompat.jsonscan import go_json_syntax_error
+from apiserver.gocompat.jsonvalues import go_json_kind, to_plain
 
 BAD_PATCH = "Invalid JSON Patch"
 

@@ -11,8 +11,9 @@ from typing import Protocol
 
 from twisted.internet.defer import Deferred
 
-from apiserver.apimachinery.errors import aggregate_text, go_quote
+from apiserver.apimachinery.errors import aggregate_text
 from apiserver.auth.interface import AuthenticationError, AuthResult
+from apiserver.gocompat.quote import go_quote
 from apiserver.http.request import HTTPRequest
 
 #: ``authentication.kubernetes.io/credential-id``: which credential authenticated a user.

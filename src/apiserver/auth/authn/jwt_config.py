@@ -28,7 +28,6 @@ from apiserver.apimachinery.errors import (
     FieldError,
     aggregate_text,
     duplicate,
-    go_quote,
     invalid,
     required,
 )
@@ -36,6 +35,7 @@ from apiserver.auth.authn.cel import CELSyntaxError, Program, compile_expression
 from apiserver.auth.authn.common import ConfigError, read_file
 from apiserver.auth.authn.oidc import ALL_SIGNING_ALGS, ClaimMapping, JWTConfig, ValidationRule
 from apiserver.auth.kubeconfig import load_pem_certificates
+from apiserver.gocompat.quote import go_quote
 
 if TYPE_CHECKING:
     from apiserver.options.config import ServerConfig

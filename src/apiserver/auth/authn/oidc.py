@@ -24,7 +24,6 @@ Distributed claims (``_claim_names``/``_claim_sources``) are not resolved.
 
 from __future__ import annotations
 
-import datetime as _dt
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -37,13 +36,14 @@ from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
-from apiserver.apimachinery.errors import go_quote
-from apiserver.apimachinery.strict import go_json_kind
 from apiserver.auth.authn.cel import CELError, Program
 from apiserver.auth.authn.common import CREDENTIAL_ID, TokenOutcome, go_string_list
 from apiserver.auth.authn.serviceaccount import unverified_issuer
 from apiserver.auth.interface import AuthenticationError, AuthResult, UserInfo
 from apiserver.auth.kubeconfig import describe_failure
+from apiserver.gocompat.jsonvalues import go_json_kind
+from apiserver.gocompat.quote import go_quote
+from apiserver.gocompat.timefmt import ZERO_TIME_SECONDS, format_unix_time_string
 
 log = Logger()
 
@@ -87,18 +87,6 @@ class JWTConfig:
     claim_rules: tuple[ValidationRule, ...] = ()
     user_rules: tuple[ValidationRule, ...] = ()
     signing_algs: tuple[str, ...] = ("RS256",)
-
-
-def go_time(seconds: float) -> str:
-    """Go's ``time.Time`` ``%v`` in UTC: ``2006-01-02 15:04:05 +0000 UTC``."""
-    when = _dt.datetime(1, 1, 1, tzinfo=_dt.UTC)
-    if seconds > -62135596800:
-        when = _dt.datetime.fromtimestamp(int(seconds), _dt.UTC)
-    text = when.strftime("%Y-%m-%d %H:%M:%S")
-    fraction = seconds - int(seconds)
-    if fraction > 0:
-        text += f"{fraction:.9f}"[1:].rstrip("0")
-    return text + " +0000 UTC"
 
 
 class _ClaimMissing(Exception):
@@ -314,13 +302,13 @@ class JWTAuthenticator:
         exp = claims.get("exp")
         expiry = float(exp) if isinstance(exp, int | float) and not isinstance(exp, bool) else None
         if expiry is None or expiry < now:
-            shown = go_time(expiry if expiry is not None else -62135596800)
+            shown = format_unix_time_string(expiry if expiry is not None else ZERO_TIME_SECONDS)
             raise _verify_error(f"oidc: token is expired (Token Expiry: {shown})")
         nbf = claims.get("nbf")
         if isinstance(nbf, int | float) and not isinstance(nbf, bool) and now + NBF_LEEWAY < nbf:
             raise _verify_error(
-                f"oidc: current time {go_time(now)} before the nbf (not before) time: "
-                f"{go_time(float(nbf))}"
+                f"oidc: current time {format_unix_time_string(now)} before the nbf (not before) "
+                f"time: {format_unix_time_string(float(nbf))}"
             )
         return header, claims
 

@@ -67,8 +67,6 @@ from twisted.internet.defer import ensureDeferred
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
-from apiserver.apimachinery.errors import go_quote
-from apiserver.apimachinery.strict import go_marshal
 from apiserver.auth.authn.common import (
     CREDENTIAL_ID,
     ConfigError,
@@ -78,6 +76,8 @@ from apiserver.auth.authn.common import (
     read_file,
 )
 from apiserver.auth.interface import AuthenticationError, AuthResult, UserInfo
+from apiserver.gocompat.marshal import go_marshal
+from apiserver.gocompat.quote import go_quote
 from apiserver.storage.interface import KeyNotFoundError
 
 LEGACY_ISSUER = "kubernetes/serviceaccount"

@@ -37,6 +37,7 @@ from twisted.internet.interfaces import IReactorTime
 from apiserver.auth.authn.common import CREDENTIAL_ID, ConfigError, read_file
 from apiserver.auth.interface import AuthenticationError, AuthResult, UserInfo
 from apiserver.auth.kubeconfig import load_pem_certificates
+from apiserver.gocompat.timefmt import format_rfc3339
 from apiserver.http.request import HTTPRequest
 from apiserver.tls.peercert import peer_chain
 
@@ -76,10 +77,6 @@ def certificate_identifier(cert: x509.Certificate) -> str:
     except x509.ExtensionNotFound:
         akid = None
     return f"SN={cert.serial_number}, SKID={_hex_colon(skid)}, AKID={_hex_colon(akid)}"
-
-
-def _go_time(when: _dt.datetime) -> str:
-    return when.astimezone(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _allows_client_auth(cert: x509.Certificate) -> bool:
@@ -183,12 +180,12 @@ class ChainVerifier:
                 bound = failing.not_valid_after_utc
                 return (
                     "x509: certificate has expired or is not yet valid: current time "
-                    f"{_go_time(now)} is after {_go_time(bound)}"
+                    f"{format_rfc3339(now)} is after {format_rfc3339(bound)}"
                 )
             bound = failing.not_valid_before_utc
             return (
                 "x509: certificate has expired or is not yet valid: current time "
-                f"{_go_time(now)} is before {_go_time(bound)}"
+                f"{format_rfc3339(now)} is before {format_rfc3339(bound)}"
             )
         text = error.errors[2] if len(error.errors) > 2 else str(error)
         return f"x509: {text}"

@@ -58,7 +58,7 @@ from apiserver.auth.authz.union import Union
 from apiserver.auth.authz.webhook import SARTransport, TreqTransport, WebhookAuthorizer
 from apiserver.auth.interface import DENY, NO_OPINION, Authorizer
 from apiserver.auth.kubeconfig import load_kubeconfig
-from apiserver.options.flagtypes import format_go_duration, parse_go_duration
+from apiserver.gocompat.duration import format_go_duration, parse_go_duration
 
 if TYPE_CHECKING:
     from apiserver.options.config import ServerConfig

@@ -18,9 +18,9 @@ Follows ``KK/plugin/pkg/auth/authorizer/node/node_authorizer.go`` and
 
 from __future__ import annotations
 
-from apiserver.apimachinery.errors import go_quote
 from apiserver.auth.authz.rbac import PolicyRule
 from apiserver.auth.interface import ALLOW, NO_OPINION, Attributes, Decision
+from apiserver.gocompat.quote import go_quote
 
 NODES_GROUP = "system:nodes"
 NODE_USER_PREFIX = "system:node:"

@@ -40,7 +40,6 @@ from collections.abc import Sequence
 
 import attrs
 
-from apiserver.apimachinery.errors import go_quote
 from apiserver.auth.interface import (
     ALLOW,
     AUTHENTICATED,
@@ -51,6 +50,7 @@ from apiserver.auth.interface import (
     Decision,
     UserInfo,
 )
+from apiserver.gocompat.quote import go_quote
 
 MONITORING = "system:monitoring"
 

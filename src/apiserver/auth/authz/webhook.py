@@ -38,9 +38,9 @@ from twisted.internet.interfaces import IReactorTime
 from twisted.python.failure import Failure
 from twisted.web.client import ResponseFailed
 
-from apiserver.apimachinery.errors import go_quote
 from apiserver.auth.authz import AuthorizerError
 from apiserver.auth.interface import ALLOW, DENY, NO_OPINION, Attributes, Decision
+from apiserver.gocompat.quote import go_quote
 
 GROUP = "authorization.k8s.io"
 VERSIONS = ("v1", "v1beta1")
