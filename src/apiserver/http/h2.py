@@ -3,9 +3,10 @@ path for sending and for header blocks.
 
 ``--http2-max-streams-per-connection`` is the MAX_CONCURRENT_STREAMS we advertise;
 kube-apiserver advertises 100 when the flag is 0 (k8s.io/apiserver
-``pkg/server/options/serving.go``), which is also the h2 library's default. twisted.web
-offers no setting for it: its protocol switcher builds ``twisted.web.http.H2Connection`` by name, so :func:`configure_http2` installs a subclass
-there. One server runs per process, so a process-wide setting is what the flag means here.
+``pkg/server/options/serving.go``), which is also the h2 library's default. twisted.web offers
+no setting for it: its protocol switcher builds ``twisted.web.http.H2Connection`` by name, so
+:func:`configure_http2` installs a subclass there.
+One server runs per process, so a process-wide setting is what the flag means here.
 
 The subclass also replaces the parts of Twisted's ``twisted.web._http2.H2Connection`` that
 hold HTTP/2 to about a third of HTTP/1.1's request rate. Twisted sends one DATA frame per
