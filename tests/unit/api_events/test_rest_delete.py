@@ -368,3 +368,18 @@ def test_a_delete_collection_worker_stops_at_its_first_error(api: RestHarness) -
     assert reply.code == 409
     assert reply.json()["message"].startswith('Operation cannot be fulfilled on Event "a"')
     assert names(api.get(EVENTS).json()) == ["a", "b"]
+
+
+def test_a_marked_event_no_longer_expires() -> None:
+    # store.go marks with storage.SimpleUpdate (no TTL), and etcd3/store.go writes an update
+    # without a TTL without a lease; a later real update attaches the TTL again.
+    api = RestHarness(ttl=60)
+    create_with_finalizers(api, "f1", "x.io/f", "y.io/g")
+    path = ns_path("ns1", "f1")
+    marked = api.delete(path).json()
+    api.advance(120)
+    assert api.get(path).json() == marked
+    keep_one = marked | {"metadata": marked["metadata"] | {"finalizers": ["x.io/f"]}}
+    assert api.put(path, keep_one).code == 200
+    api.advance(61)
+    assert api.get(path).code == 404

@@ -638,8 +638,10 @@ class EventsAPI:
             return deletion.mark_as_deleting(current, self.clock.seconds())
 
         try:
+            # store.go marks with storage.SimpleUpdate, which gives no TTL: the marked event
+            # stays until its finalizers are gone.
             marked, _ = await self.registry.guaranteed_update(
-                namespace, name, mark, dry_run=dry_run, allow_create=False
+                namespace, name, mark, dry_run=dry_run, allow_create=False, attach_ttl=False
             )
         except deletion.DeleteNow:
             # The finalizers went away meanwhile (store.go errDeleteNow).
