@@ -675,23 +675,22 @@ class EventsAPI:
         request_options.validate_list_options(list_opts, is_watch=False)
         keep = self._filter(list_opts, target.namespace)
         page = await self.registry.list_page(target.namespace, keep=keep)
-        deleted: list[Obj] = []
+        found: set[int] = set()
 
         async def delete_one(obj: Obj) -> None:
             meta = metadata(obj)
             try:
-                gone, _ = await self._delete_or_mark(
-                    target.namespace or "", meta["name"], delete_opts
-                )
+                await self._delete_or_mark(target.namespace or "", meta["name"], delete_opts)
             except errors.StatusError as error:
                 if error.reason == "NotFound":
                     return
                 raise
-            deleted.append(gone)
+            found.add(id(obj))
 
         await _in_workers(page.items, delete_one, self.delete_workers)
-        order = {metadata(o)["name"]: i for i, o in enumerate(page.items)}
-        deleted.sort(key=lambda o: order.get(metadata(o)["name"], 0))
+        # store.go DeleteCollection answers with the items as listed (also those only
+        # marked for their finalizers), in list order; here without those already gone.
+        deleted = [obj for obj in page.items if id(obj) in found]
         body = {
             "kind": "EventList",
             "apiVersion": API_VERSION,
