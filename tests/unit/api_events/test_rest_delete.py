@@ -1,6 +1,8 @@
 """DELETE of one event and of a collection in process: DeleteOptions from the body or the
-query, preconditions, dry runs and the Status bodies of ``api/events/rest.py``
-(k8s.io/apiserver pkg/endpoints/handlers/delete.go, pkg/registry/rest/delete.go)."""
+query, preconditions, dry runs, the Status bodies of ``api/events/rest.py``, and events kept
+for their finalizers until an update empties them (k8s.io/apiserver
+pkg/endpoints/handlers/delete.go, pkg/registry/rest/delete.go,
+pkg/registry/generic/registry/store.go)."""
 
 from __future__ import annotations
 
