@@ -331,12 +331,16 @@ class Registry:
         *,
         dry_run: bool = False,
         allow_create: bool = True,
+        attach_ttl: bool = True,
         max_attempts: int = 16,
     ) -> tuple[Obj, bool]:
         """Read, let ``try_update`` produce the new object, compare-and-swap; retry on races.
 
         ``try_update(None)`` is asked to create when the object is missing (PUT and apply
         create). Returns (object, created). Errors raised by ``try_update`` propagate.
+        ``attach_ttl=False`` writes an update without a TTL, as etcd3/store.go does for an
+        update function that gives none (generic/registry/store.go marking an object for
+        deletion uses ``storage.SimpleUpdate``): the key then no longer expires.
         """
         key = self.key(namespace, name)
         for _ in range(max_attempts):
@@ -369,7 +373,8 @@ class Registry:
                 metadata(new)["resourceVersion"] = str(revision)
                 return new, False
             try:
-                kv = await self.store.update(key, data, revision, ttl=self.ttl())
+                ttl = self.ttl() if attach_ttl else 0
+                kv = await self.store.update(key, data, revision, ttl=ttl)
             except (ConflictError, KeyNotFoundError):
                 continue
             metadata(new)["resourceVersion"] = str(kv.mod_revision)

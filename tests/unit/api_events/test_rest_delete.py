@@ -1,6 +1,8 @@
 """DELETE of one event and of a collection in process: DeleteOptions from the body or the
-query, preconditions, dry runs and the Status bodies of ``api/events/rest.py``
-(k8s.io/apiserver pkg/endpoints/handlers/delete.go, pkg/registry/rest/delete.go)."""
+query, preconditions, dry runs, the Status bodies of ``api/events/rest.py``, and events kept
+for their finalizers until an update empties them (k8s.io/apiserver
+pkg/endpoints/handlers/delete.go, pkg/registry/rest/delete.go,
+pkg/registry/generic/registry/store.go)."""
 
 from __future__ import annotations
 
@@ -197,11 +199,6 @@ def test_delete_collection_dry_run(api: RestHarness) -> None:
     assert names(api.get(EVENTS).json()) == ["a", "b"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="rest.py _gather: gatherResults wraps the item's StatusError in a FirstError, which "
-    "EventsAPI._run does not unwrap, so the client gets a 500 InternalError instead of the 409",
-)
 def test_delete_collection_reports_a_failed_precondition(api: RestHarness) -> None:
     # k8s.io/apiserver pkg/registry/generic/registry/store.go DeleteCollection: the first
     # error of a worker (other than NotFound) is the answer.
@@ -235,11 +232,6 @@ def test_delete_collection_errors(api: RestHarness) -> None:
     assert reply.json() == status(400, "BadRequest", "field label not supported: note")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="finalizers are ignored: DELETE removes an event with pending finalizers at once "
-    "instead of setting deletionTimestamp and keeping it until they are removed",
-)
 def test_delete_with_finalizers_only_marks_the_event(api: RestHarness) -> None:
     # k8s.io/apiserver pkg/registry/generic/registry/store.go Delete ->
     # updateForGracefulDeletionAndFinalizers: with pending finalizers the object stays, with
@@ -255,3 +247,143 @@ def test_delete_with_finalizers_only_marks_the_event(api: RestHarness) -> None:
     assert marked["metadata"]["deletionTimestamp"] == "2026-11-22T10:00:30Z"
     assert marked["metadata"]["deletionGracePeriodSeconds"] == 0
     assert api.get(ns_path("ns1", "f1")).json() == marked
+
+
+def create_with_finalizers(api: RestHarness, name: str, *finalizers: str) -> dict[str, Any]:
+    body = event(name)
+    body["metadata"]["finalizers"] = list(finalizers)
+    reply = api.post(EVENTS, body)
+    assert reply.code == 201, reply.body
+    created: dict[str, Any] = reply.json()
+    return created
+
+
+def test_a_second_delete_of_a_marked_event_changes_nothing(api: RestHarness) -> None:
+    # rest/delete.go BeforeDelete: events delete gracelessly, so store.go marks again, which
+    # is a no-op update (nothing written); handlers/delete.go answers 202 only for
+    # orphanDependents=false.
+    create_with_finalizers(api, "f1", "x.io/f")
+    api.advance(30)
+    marked = api.delete(ns_path("ns1", "f1")).json()
+    revision = api.revision()
+    api.advance(30)
+    reply = api.delete(ns_path("ns1", "f1"))
+    assert reply.code == 200
+    assert reply.json() == marked
+    reply = api.delete(ns_path("ns1", "f1"), {"orphanDependents": False})
+    assert reply.code == 202
+    assert reply.json() == marked
+    assert api.revision() == revision
+    assert api.get(ns_path("ns1", "f1")).json() == marked
+
+
+def test_marking_checks_preconditions_and_honours_dry_run(api: RestHarness) -> None:
+    created = create_with_finalizers(api, "f1", "x.io/f")
+    path = ns_path("ns1", "f1")
+    reply = api.delete(path, {"preconditions": {"uid": "nope"}})
+    assert reply.code == 409
+    revision = api.revision()
+    reply = api.delete(path + "?dryRun=All")
+    assert reply.code == 200
+    assert reply.json()["metadata"]["deletionTimestamp"] == "2026-11-22T10:00:00Z"
+    assert api.revision() == revision
+    assert api.get(path).json() == created
+
+
+def test_an_update_that_empties_the_finalizers_deletes_the_event(api: RestHarness) -> None:
+    # store.go Update: ShouldDeleteDuringUpdate -> deleteWithoutFinalizers, answering 200 with
+    # the updated object; watchers see the marking as MODIFIED and the removal as DELETED.
+    create_with_finalizers(api, "f1", "x.io/f", "y.io/g")
+    path = ns_path("ns1", "f1")
+    watch = api.watch(EVENTS + f"?watch=1&resourceVersion={api.revision()}")
+    marked = api.delete(path).json()
+    # Removing one finalizer keeps the event, and no finalizer may be added meanwhile.
+    keep_one = marked | {"metadata": marked["metadata"] | {"finalizers": ["x.io/f"]}}
+    reply = api.put(path, keep_one)
+    assert reply.code == 200
+    kept = reply.json()
+    assert kept["metadata"]["finalizers"] == ["x.io/f"]
+    more = kept | {"metadata": kept["metadata"] | {"finalizers": ["x.io/f", "z.io/h"]}}
+    reply = api.put(path, more)
+    assert reply.code == 422
+    assert "no new finalizers can be added if the object is being deleted" in reply.body.decode()
+    emptied = kept | {"metadata": {k: v for k, v in kept["metadata"].items() if k != "finalizers"}}
+    reply = api.put(path, emptied)
+    assert reply.code == 200
+    last = reply.json()
+    assert "finalizers" not in last["metadata"]
+    assert last["metadata"]["resourceVersion"] == kept["metadata"]["resourceVersion"]
+    assert last["metadata"]["deletionTimestamp"] == marked["metadata"]["deletionTimestamp"]
+    assert api.get(path).code == 404
+    seen = [(e["type"], e["object"]["metadata"].get("finalizers")) for e in watch.events()]
+    assert seen == [
+        ("MODIFIED", ["x.io/f", "y.io/g"]),
+        ("MODIFIED", ["x.io/f"]),
+        ("DELETED", ["x.io/f"]),
+    ]
+
+
+def test_a_patch_that_empties_the_finalizers_deletes_the_event(api: RestHarness) -> None:
+    create_with_finalizers(api, "f1", "x.io/f")
+    path = ns_path("ns1", "f1")
+    api.delete(path)
+    revision = api.revision()
+    patch = b'{"metadata":{"finalizers":null}}'
+    reply = api.patch(path + "?dryRun=All", patch, "application/merge-patch+json")
+    assert reply.code == 200
+    assert api.revision() == revision
+    assert api.get(path).code == 200
+    reply = api.patch(path, patch, "application/merge-patch+json")
+    assert reply.code == 200
+    assert "finalizers" not in reply.json()["metadata"]
+    assert api.get(path).code == 404
+
+
+def test_emptying_finalizers_of_an_event_not_being_deleted_keeps_it(api: RestHarness) -> None:
+    created = create_with_finalizers(api, "f1", "x.io/f")
+    path = ns_path("ns1", "f1")
+    reply = api.patch(path, b'{"metadata":{"finalizers":null}}', "application/merge-patch+json")
+    assert reply.code == 200
+    assert "finalizers" not in reply.json()["metadata"]
+    assert api.get(path).json()["metadata"]["uid"] == created["metadata"]["uid"]
+
+
+def test_delete_collection_marks_events_with_finalizers(api: RestHarness) -> None:
+    api.create("a")
+    create_with_finalizers(api, "f1", "x.io/f")
+    reply = api.delete(EVENTS)
+    assert reply.code == 200
+    # The answer lists the items as they were listed (store.go DeleteCollection).
+    listed = reply.json()
+    assert names(listed) == ["a", "f1"]
+    assert "deletionTimestamp" not in listed["items"][1]["metadata"]
+    remaining = api.get(EVENTS).json()
+    assert names(remaining) == ["f1"]
+    assert remaining["items"][0]["metadata"]["deletionTimestamp"] == "2026-11-22T10:00:00Z"
+    assert remaining["items"][0]["metadata"]["deletionGracePeriodSeconds"] == 0
+
+
+def test_a_delete_collection_worker_stops_at_its_first_error(api: RestHarness) -> None:
+    # store.go DeleteCollection: a worker returns on its first error, so with one worker the
+    # items after a failed one are left alone, even one the preconditions match.
+    api.create("a")
+    second = api.create("b")
+    reply = api.delete(EVENTS, {"preconditions": {"uid": second["metadata"]["uid"]}})
+    assert reply.code == 409
+    assert reply.json()["message"].startswith('Operation cannot be fulfilled on Event "a"')
+    assert names(api.get(EVENTS).json()) == ["a", "b"]
+
+
+def test_a_marked_event_no_longer_expires() -> None:
+    # store.go marks with storage.SimpleUpdate (no TTL), and etcd3/store.go writes an update
+    # without a TTL without a lease; a later real update attaches the TTL again.
+    api = RestHarness(ttl=60)
+    create_with_finalizers(api, "f1", "x.io/f", "y.io/g")
+    path = ns_path("ns1", "f1")
+    marked = api.delete(path).json()
+    api.advance(120)
+    assert api.get(path).json() == marked
+    keep_one = marked | {"metadata": marked["metadata"] | {"finalizers": ["x.io/f"]}}
+    assert api.put(path, keep_one).code == 200
+    api.advance(61)
+    assert api.get(path).code == 404

@@ -595,6 +595,35 @@ def decode_object_meta(meta: Any) -> dict[str, Any]:
     return _decode(meta, OBJECT_META)
 
 
+#: ObjectMeta's keys in Go struct field order (k8s.io/apimachinery pkg/apis/meta/v1/types.go).
+OBJECT_META_ORDER: tuple[str, ...] = tuple(f.name for f in OBJECT_META.fields)
+_SORTED_MAPS = ("labels", "annotations")
+
+
+def canonical_object_meta(meta: Mapping[str, Any]) -> dict[str, Any]:
+    """``meta`` as kube-apiserver's encoders write it: keys in ObjectMeta's field order, and
+    the ``labels``/``annotations`` maps by key (Go's ``encoding/json`` and the protobuf
+    marshaller both sort map keys).
+
+    The server adds ``uid``, ``creationTimestamp`` and ``managedFields`` to a decoded
+    (already ordered) ObjectMeta, and an update copies kept fields from the stored object;
+    putting the result in this one order means the same object always encodes to the same
+    stored bytes, which k8s.io/apiserver pkg/storage/etcd3/store.go ``GuaranteedUpdate``
+    relies on to skip a write that changes nothing (``bytes.Equal(data, origState.data)``).
+    Keys this model does not know (none from the decoder) are kept, last.
+    """
+    out = {key: meta[key] for key in OBJECT_META_ORDER if key in meta}
+    if len(out) != len(meta):
+        out.update(meta)
+    for key in _SORTED_MAPS:
+        value = out.get(key)
+        if value and len(value) > 1:
+            keys = list(value)
+            if keys != sorted(keys):
+                out[key] = {k: value[k] for k in sorted(keys)}
+    return out
+
+
 # --- encoding ----------------------------------------------------------------------------
 #
 # Each type's encoder is built once, as a closure over a plan of its fields, rather than

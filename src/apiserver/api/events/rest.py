@@ -16,7 +16,7 @@ from typing import Any
 import attrs
 import orjson
 import yaml
-from twisted.internet.defer import Deferred, DeferredSemaphore
+from twisted.internet.defer import Deferred, gatherResults
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
@@ -29,7 +29,7 @@ from apiserver.admission import (
     run_mutating,
     run_validating,
 )
-from apiserver.api.events import convert, selection, validation
+from apiserver.api.events import convert, deletion, selection, validation
 from apiserver.api.events.createfields import CreateManagedFields
 from apiserver.api.events.encoding import EncodedEvents, ListBodies
 from apiserver.api.events.schema import EVENT_V1
@@ -465,6 +465,7 @@ class EventsAPI:
         meta["creationTimestamp"] = format_seconds(self.clock.seconds())
         self._validate_create(internal)
         self._track_update(None, internal, manager)
+        _canonical_meta(internal)
 
     def _validate_create(self, internal: Obj) -> None:
         errs = validation.validate_create(internal, api=API_VERSION)
@@ -518,9 +519,16 @@ class EventsAPI:
             await run_validating(admission, attributes)
             return updated
 
-        obj, created = await self.registry.guaranteed_update(
-            target.namespace, target.name, try_update, dry_run=bool(opts.dry_run)
-        )
+        try:
+            obj, created = await self.registry.guaranteed_update(
+                target.namespace, target.name, try_update, dry_run=bool(opts.dry_run)
+            )
+        except deletion.EmptiedFinalizers as emptied:
+            # The UID sent in the body is the delete's precondition (rest/update.go
+            # defaultUpdatedObjectInfo.Preconditions).
+            uid = metadata(new).get("uid") or None
+            obj = await self._delete_emptied(target, emptied.obj, uid, bool(opts.dry_run))
+            created = False
         return self._render_object(request, info, 201 if created else 200, obj, warnings)
 
     def _check_identity(self, obj: Obj, target: Target) -> None:
@@ -539,6 +547,19 @@ class EventsAPI:
             )
         meta["namespace"] = target.namespace
 
+    def _uid_precondition_failed(self, cur_meta: dict[str, Any], uid: str) -> errors.StatusError:
+        """The storage layer's UID precondition failure as the 409 kube-apiserver answers
+        (k8s.io/apiserver pkg/storage/errors.go NewInvalidObjError via storeerr)."""
+        name = cur_meta.get("name", "")
+        return errors.conflict(
+            GR,
+            name,
+            "StorageError: invalid object, Code: 4, Key: "
+            f"{self.registry.key(cur_meta.get('namespace', ''), name).decode()}, "
+            "ResourceVersion: 0, AdditionalErrorMsg: Precondition failed: UID in "
+            f"precondition: {uid}, UID in object meta: {cur_meta.get('uid', '')}",
+        )
+
     def _prepare_update(
         self, new: Obj, current: Obj, manager: str | None, *, check_rv: bool
     ) -> Obj:
@@ -549,14 +570,7 @@ class EventsAPI:
             raise errors.conflict(GR, name, errors.MODIFIED)
         uid = meta.get("uid") or ""
         if uid and uid != cur_meta.get("uid"):
-            raise errors.conflict(
-                GR,
-                name,
-                "StorageError: invalid object, Code: 4, Key: "
-                f"{self.registry.key(cur_meta.get('namespace', ''), name).decode()}, "
-                "ResourceVersion: 0, AdditionalErrorMsg: Precondition failed: UID in "
-                f"precondition: {uid}, UID in object meta: {cur_meta.get('uid', '')}",
-            )
+            raise self._uid_precondition_failed(cur_meta, uid)
         for key in KEPT_ON_UPDATE:
             if key == "uid" and uid:
                 continue
@@ -572,6 +586,9 @@ class EventsAPI:
             raise errors.invalid_error(KIND, name, errs)
         if manager is not None:
             self._track_update(current, new, manager)
+        _canonical_meta(new)
+        if deletion.should_delete_during_update(new, current):
+            raise deletion.EmptiedFinalizers(new)
         return new
 
     # --- patch -----------------------------------------------------------------------------
@@ -627,6 +644,7 @@ class EventsAPI:
                 self._validate_create(new)
                 if admission is not None and attributes is not None:
                     await run_validating(admission, attributes)
+                _canonical_meta(new)
                 return new
             if admission is not None:
                 attributes = self._attributes(UPDATE, info, namespace, new, current, dry_run)
@@ -637,9 +655,15 @@ class EventsAPI:
                 await run_validating(admission, attributes)
             return updated
 
-        obj, created = await self.registry.guaranteed_update(
-            target.namespace, target.name, try_update, dry_run=bool(opts.dry_run)
-        )
+        try:
+            obj, created = await self.registry.guaranteed_update(
+                target.namespace, target.name, try_update, dry_run=bool(opts.dry_run)
+            )
+        except deletion.EmptiedFinalizers as emptied:
+            # A patch has no preconditions (handlers/patch.go gives no object to
+            # DefaultUpdatedObjectInfo).
+            obj = await self._delete_emptied(target, emptied.obj, None, bool(opts.dry_run))
+            created = False
         warnings = list(getattr(patcher, "warnings", []))
         return self._render_object(request, info, 201 if created else 200, obj, warnings)
 
@@ -657,10 +681,12 @@ class EventsAPI:
     async def delete(self, request: HTTPRequest, info: RequestInfo, target: Target) -> Response:
         assert target.namespace is not None and target.name is not None
         opts = self._delete_options(request, info)
-        check = _preconditions(opts)
-        deleted = await self.registry.delete(
-            target.namespace, target.name, check, dry_run=bool(opts.dry_run)
-        )
+        deleted, gone = await self._delete_or_mark(target.namespace, target.name, opts)
+        if not gone:
+            # k8s.io/apiserver pkg/endpoints/handlers/delete.go: an object kept (for its
+            # finalizers) is the answer, 202 only when orphanDependents=false was asked for.
+            code = 202 if opts.orphan_dependents is False else 200
+            return self._render_object(request, info, code, deleted)
         meta = metadata(deleted)
         body = {
             "kind": "Status",
@@ -676,6 +702,59 @@ class EventsAPI:
         }
         return Response(200, (("Content-Type", "application/json"),), codec.encode_json(body))
 
+    async def _delete_or_mark(self, namespace: str, name: str, opts: Any) -> tuple[Obj, bool]:
+        """store.go ``Delete`` for events: (last state, True) once removed, or (the object
+        marked by :func:`deletion.mark_as_deleting`, False) while finalizers are pending.
+
+        The plain removal reads the object once; only an object with finalizers is read
+        again, by the marking's compare-and-swap (which writes nothing when it is already
+        marked, as a second DELETE finds it)."""
+        check = _preconditions(opts)
+        dry_run = bool(opts.dry_run)
+        try:
+            gone = await self.registry.delete(
+                namespace, name, deletion.unless_finalizing(check), dry_run=dry_run
+            )
+            return gone, True
+        except deletion.Finalizing:
+            pass
+
+        async def mark(current: Obj | None) -> Obj:
+            assert current is not None  # allow_create=False
+            check(current)
+            return deletion.mark_as_deleting(current, self.clock.seconds())
+
+        try:
+            # store.go marks with storage.SimpleUpdate, which gives no TTL: the marked event
+            # stays until its finalizers are gone.
+            marked, _ = await self.registry.guaranteed_update(
+                namespace, name, mark, dry_run=dry_run, allow_create=False, attach_ttl=False
+            )
+        except deletion.DeleteNow:
+            # The finalizers went away meanwhile (store.go errDeleteNow).
+            return await self.registry.delete(namespace, name, check, dry_run=dry_run), True
+        return marked, False
+
+    async def _delete_emptied(
+        self, target: Target, obj: Obj, uid: str | None, dry_run: bool
+    ) -> Obj:
+        """store.go ``deleteWithoutFinalizers``: an update removed the last finalizer of an
+        object marked for deletion, so it is deleted; the update's result ``obj`` is the
+        answer, also when someone else deleted it first."""
+        assert target.namespace is not None and target.name is not None
+
+        def check(current: Obj) -> None:
+            cur_meta = metadata(current)
+            if uid and uid != cur_meta.get("uid"):
+                raise self._uid_precondition_failed(cur_meta, uid)
+
+        try:
+            await self.registry.delete(target.namespace, target.name, check, dry_run=dry_run)
+        except errors.StatusError as error:
+            if error.reason != "NotFound":
+                raise
+        return obj
+
     async def delete_collection(
         self, request: HTTPRequest, info: RequestInfo, target: Target
     ) -> Response:
@@ -685,25 +764,22 @@ class EventsAPI:
         request_options.validate_list_options(list_opts, is_watch=False)
         keep = self._filter(list_opts, target.namespace)
         page = await self.registry.list_page(target.namespace, keep=keep)
-        check = _preconditions(delete_opts)
-        semaphore = DeferredSemaphore(self.delete_workers)
-        deleted: list[Obj] = []
+        found: set[int] = set()
 
         async def delete_one(obj: Obj) -> None:
             meta = metadata(obj)
             try:
-                gone = await self.registry.delete(
-                    target.namespace or "", meta["name"], check, dry_run=bool(delete_opts.dry_run)
-                )
+                await self._delete_or_mark(target.namespace or "", meta["name"], delete_opts)
             except errors.StatusError as error:
                 if error.reason == "NotFound":
                     return
                 raise
-            deleted.append(gone)
+            found.add(id(obj))
 
-        await _gather([semaphore.run(_as_deferred, delete_one, obj) for obj in page.items])
-        order = {metadata(o)["name"]: i for i, o in enumerate(page.items)}
-        deleted.sort(key=lambda o: order.get(metadata(o)["name"], 0))
+        await _in_workers(page.items, delete_one, self.delete_workers)
+        # store.go DeleteCollection answers with the items as listed (also those only
+        # marked for their finalizers), in list order; here without those already gone.
+        deleted = [obj for obj in page.items if id(obj) in found]
         body = {
             "kind": "EventList",
             "apiVersion": API_VERSION,
@@ -945,6 +1021,12 @@ def decode_document(raw: bytes, fmt: str) -> Obj:
     return value
 
 
+def _canonical_meta(obj: Obj) -> None:
+    """Put ``obj``'s metadata in the one order kube-apiserver encodes it in (see
+    :func:`convert.canonical_object_meta`), so that an unchanged object is stored unchanged."""
+    obj["metadata"] = convert.canonical_object_meta(metadata(obj))
+
+
 def _deep_copy(obj: Obj) -> Obj:
     result: Obj = orjson.loads(orjson.dumps(obj))
     return result
@@ -1009,15 +1091,29 @@ def _preconditions(opts: Any) -> Callable[[Obj], None]:
     return check
 
 
-def _as_deferred(fn: Callable[[Obj], Coroutine[Any, Any, None]], obj: Obj) -> Deferred[None]:
-    return Deferred.fromCoroutine(fn(obj))
+async def _in_workers(
+    items: Sequence[Obj], work: Callable[[Obj], Coroutine[Any, Any, None]], workers: int
+) -> None:
+    """``work`` on every item by ``workers`` loops, as store.go ``DeleteCollection`` runs its
+    workers: they take the items in list order, a loop stops at its first error while the
+    others go on, and once all have stopped the first error is raised as it was (a
+    StatusError keeps its code; nothing wraps it)."""
+    pending = iter(items)
+    failures: list[Exception] = []
 
+    async def loop() -> None:
+        for item in pending:
+            try:
+                await work(item)
+            except Exception as error:  # kept, and the first one raised below
+                failures.append(error)
+                return
 
-async def _gather(deferreds: list[Deferred[Any]]) -> None:
-    from twisted.internet.defer import gatherResults
-
-    if deferreds:
-        await gatherResults(deferreds, consumeErrors=True)
+    loops = [Deferred.fromCoroutine(loop()) for _ in range(min(workers, len(items)))]
+    if loops:
+        await gatherResults(loops, consumeErrors=True)
+    if failures:
+        raise failures[0]
 
 
 __all__ = ["EventsAPI", "Target", "decode_document", "parse_target"]
