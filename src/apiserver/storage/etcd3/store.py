@@ -130,7 +130,6 @@ class Etcd3Store:
         self._watches: set[Etcd3Watch] = set()
         self._last_revision = 0
         self._compacted_revision = 0
-        self._running = False
 
     @property
     def endpoints(self) -> list[str]:
@@ -142,14 +141,12 @@ class Etcd3Store:
         """Check that etcd answers, then start the periodic compaction (``run_maintenance``)."""
 
         def started(_: object) -> None:
-            self._running = True
             for runner in self._runners:
                 runner.start()
 
         return self.current_revision().addCallback(started)
 
     def stop(self) -> Deferred[None]:
-        self._running = False
         for runner in self._runners:
             runner.stop()  # a round in progress ends with the gateway's close
         for watch in list(self._watches):
