@@ -12,7 +12,13 @@ post-start hooks, and tears down in the opposite order):
 ``healthz``
     the ``log`` check's flush loop.
 ``store``
-    the backend, with the timers it runs itself (TTL sweeper, compaction).
+    the backend (with its TTL expiry call, for the in-memory store); its periodic
+    maintenance runs in the next children, which it declares (``Store.maintenance``).
+``ttl-sweeper``
+    the SQLite TTL sweeper (every second, first as soon as the store is up).
+``compaction``
+    the periodic compactor (the etcd one is kube-apiserver's,
+    k8s.io/apiserver/pkg/storage/etcd3/compact.go), unless ``--store-compaction-interval=0``.
 ``watch-cache``
     the :class:`~apiserver.storage.cacher.Cacher` (unless ``--watch-cache=false``).
 ``auth-reload``
@@ -82,6 +88,7 @@ from apiserver.service.health import HealthService
 from apiserver.service.http2 import Http2Service
 from apiserver.service.lifecycle import Lifecycle, LifecycleService
 from apiserver.service.listener import ListenerService
+from apiserver.service.maintenance import PeriodicTaskService
 from apiserver.service.ordered import OrderedService
 from apiserver.service.parts import PartsService
 from apiserver.service.poststart import PostStartService
@@ -138,14 +145,17 @@ def make_store(config: ServerConfig, reactor: Any) -> tuple[Store, str]:
             # A frozen etcd must not hold requests for the whole --request-timeout: each store
             # call gives up after this, and the request fails with a 5xx Status.
             request_timeout=ETCD_REQUEST_TIMEOUT,
+            # The compactor is a child service of the server's tree (Server.__init__).
+            run_maintenance=False,
         )
         return store, "etcd"
     from apiserver.storage.sqlite import SqliteStore
 
     # --data-dir is created when the store service starts (StoreService ``prepare``).
     path = os.path.join(config.data_dir, "store.db")
+    # The TTL sweeper and the compactor are child services of the server's tree.
     return SqliteStore(
-        path, reactor, compaction_interval=config.store_compaction_interval
+        path, reactor, compaction_interval=config.store_compaction_interval, run_maintenance=False
     ), "sqlite"
 
 
@@ -206,6 +216,10 @@ class Server:
         self.health.add(self.log_check)
         self.root.add(HealthService(self.log_check))
         self.root.add(self.store_service)
+        # Its periodic maintenance starts once it is up and stops before it (a store given
+        # to the server that runs its own declares none).
+        for task in store.maintenance():
+            self.root.add(PeriodicTaskService(task, clock, after=self.store_service.wait_ready))
         if self.cacher_service is not None:
             self.root.add(self.cacher_service)
         self.store_check = StoreCheck(

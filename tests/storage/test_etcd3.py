@@ -492,6 +492,33 @@ async def test_periodic_compaction(etcd: EtcdServer) -> None:
 
 @needs_etcd
 @pytest_twisted.ensureDeferred
+async def test_with_an_owner_the_compactor_is_declared_and_not_run(etcd: EtcdServer) -> None:
+    """In a server the compactor is a child service: the store declares one round of
+    kube-apiserver's compactor and schedules nothing itself; 0 disables it."""
+    assert Etcd3Store([etcd.client_url], reactor, compaction_interval=0).maintenance() == ()
+    assert Etcd3Store([etcd.client_url], reactor).maintenance() == ()  # runs it itself
+    clock = Clock()
+    s = Etcd3Store([etcd.client_url], clock, compaction_interval=60, run_maintenance=False)
+    (task,) = s.maintenance()
+    assert (task.name, task.interval, task.now) == ("compaction", 60, False)
+    s2 = Etcd3Store([etcd.client_url], reactor, run_maintenance=False)
+    await s2.start()
+    try:
+        p = unique_prefix()
+        a = await s2.create(p + b"k", b"1")
+        (compact,) = s2.maintenance()
+        await compact.run()  # the first round only notes the revision: nothing compacted
+        await s2.get(p + b"k", revision=a.mod_revision)
+        await s2.update(p + b"k", b"2", a.mod_revision)
+        await compact.run()  # compacts to the revision seen one round ago
+        with pytest.raises(CompactedError):
+            await s2.get(p + b"k", revision=a.mod_revision - 1)
+    finally:
+        await s2.stop()
+
+
+@needs_etcd
+@pytest_twisted.ensureDeferred
 async def test_watch_resumes_after_etcd_restart(own_etcd: EtcdServer) -> None:
     s = Etcd3Store([own_etcd.client_url], reactor, request_timeout=3.0)
     await s.start()

@@ -135,6 +135,28 @@ def test_periodic_compaction_compacts_to_the_revision_seen_an_interval_before() 
     assert now(store.get(b"/k")) == kv2
 
 
+def test_with_an_owner_the_compactor_is_declared_and_not_run() -> None:
+    """The periodic compactor is declared for the server to run; TTL expiry (one delayed
+    call at the earliest deadline, not a periodic loop) stays inside the store."""
+    clock = Clock()
+    store = started(clock, compaction_interval=60, run_maintenance=False)
+    (task,) = store.maintenance()
+    assert (task.name, task.interval, task.now) == ("compaction", 60, False)
+    assert MemoryStore(clock, compaction_interval=60).maintenance() == ()
+    assert MemoryStore(clock, run_maintenance=False).maintenance() == ()
+    kv = now(store.create(b"/k", b"1", ttl=100))
+    assert len(clock.getDelayedCalls()) == 1  # the expiry call only
+    clock.advance(60)
+    now(task.run())  # remembers the current revision
+    kv2 = now(store.update(b"/k", b"2", kv.mod_revision, ttl=100))
+    now(task.run())  # compacts to kv's revision
+    with pytest.raises(CompactedError):
+        now(store.get(b"/k", revision=kv.mod_revision - 1))
+    assert now(store.get(b"/k")) == kv2
+    now(store.stop())
+    assert clock.getDelayedCalls() == []
+
+
 def test_a_callback_that_writes_does_not_reorder_events() -> None:
     store = started(Clock())
     seen: list[tuple[int, bytes]] = []

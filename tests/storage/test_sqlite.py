@@ -374,6 +374,45 @@ async def test_periodic_compaction_goes_to_the_revision_seen_one_interval_ago(db
         await store.stop()
 
 
+@pytest_twisted.ensureDeferred
+async def test_with_an_owner_the_store_runs_no_loop_and_declares_its_maintenance(
+    db: str,
+) -> None:
+    """In a server the sweeper and the compactor are child services of the tree: the store
+    declares them (what one round does, how often, whether the first is at once) and runs
+    nothing on its clock."""
+    clock = Clock()
+    store = SqliteStore(db, reactor=reactor, clock=clock, run_maintenance=False)
+    tasks = store.maintenance()
+    assert [(t.name, t.interval, t.now) for t in tasks] == [
+        ("ttl-sweeper", 1.0, True),
+        ("compaction", 300.0, False),
+    ]
+    assert [t.name for t in SqliteStore(db, reactor, compaction_interval=0).maintenance()] == []
+    assert SqliteStore(db, reactor).maintenance() == ()  # it runs them itself
+    await store.start()
+    try:
+        assert clock.getDelayedCalls() == []
+        kv = await store.create(b"/ttl/a", b"v", ttl=5)
+        events: list[WatchEvent] = []
+        store.watch(b"/ttl/", 0, events.append)
+        clock.advance(600)
+        await _writer_flushed(store)
+        assert events == []  # nothing swept on its own
+        sweep, compact = tasks
+        await sweep.run()  # one round deletes what has expired
+        await _eventually(lambda: len(events) == 1)
+        assert events[0].type == "DELETE" and events[0].kv.key == b"/ttl/a"
+        await compact.run()  # the first round compacts to the revision seen at start
+        assert store._compact_rev == 1  # a new store's
+        seen = store._rev
+        await compact.run()  # the next one to the revision seen at the previous round
+        assert store._compact_rev == seen
+        await _raises(CompactedError, store.get(b"/ttl/a", revision=kv.mod_revision))
+    finally:
+        await store.stop()
+
+
 # --- compaction keeps exactly what later reads and watches need -----------------------------
 
 

@@ -4,11 +4,12 @@ kube-apiserver keeps retrying its etcd client in the background (its ``etcd`` ch
 ``etcd client connection not yet established`` meanwhile) rather than failing start-up; we do
 the same for both backends, so a server started before its etcd becomes ready on its own.
 
-The backends' own timers (the SQLite TTL sweeper and periodic compactor, the etcd
-compaction timer of k8s.io/apiserver/pkg/storage/etcd3/compact.go) live inside the store:
-they are started by ``Store.start`` and stopped by ``Store.stop``, so :class:`StoreService`
-is their owner. The watch cache (k8s.io/apiserver/pkg/storage/cacher/cacher.go) is the next
-child, :class:`CacherService`: it starts once the store is up and stops before it.
+The backends' periodic maintenance (the SQLite TTL sweeper, the compactor of
+k8s.io/apiserver/pkg/storage/etcd3/compact.go) is not run by the store in a server: the
+store declares it (``Store.maintenance``) and the server runs each task as a child service
+right after this one (:mod:`apiserver.service.maintenance`). The watch cache
+(k8s.io/apiserver/pkg/storage/cacher/cacher.go) comes next, :class:`CacherService`: it
+starts once the store is up and stops before it.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ class _Readiness:
 
 
 class StoreService(Service):
-    """Owns one :class:`Store` (and the timers it runs); ``wait_ready`` fires once it started.
+    """Owns one :class:`Store`; ``wait_ready`` fires once it started.
 
     ``prepare`` runs at start, before the first attempt (the SQLite backend creates
     ``--data-dir`` there, so building the server writes nothing).

@@ -22,7 +22,7 @@ declaration, never probe for methods.
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Protocol, cast, runtime_checkable
 
 import attrs
@@ -207,6 +207,28 @@ class StoreCapabilities:
     watch_flow_control: WatchFlowControl = WatchFlowControl.NONE
 
 
+@attrs.frozen
+class PeriodicTask:
+    """Periodic maintenance a store declares and its owner runs (:meth:`Store.maintenance`).
+
+    The backend keeps the policy (what one round does: ``run``, whose Deferred fires when
+    the round is over); whoever owns the store runs it every ``interval`` seconds on its
+    clock, never two rounds at once, first at once when ``now`` is true and otherwise one
+    interval after start. A failed round is logged and the next one still happens.
+    kube-apiserver runs such loops as goroutines owned by the server (the compactor of
+    k8s.io/apiserver/pkg/storage/etcd3/compact.go is started with the storage it compacts
+    and stopped with it); here the owner is a child service of the server's tree
+    (``apiserver.service.maintenance``), or the store itself when used on its own.
+    """
+
+    #: The owner's name for it (the service's name in the server's tree): ``ttl-sweeper``,
+    #: ``compaction``.
+    name: str
+    interval: float
+    run: Callable[[], Deferred[None]]
+    now: bool = False
+
+
 @runtime_checkable
 class Store(Protocol):
     """A revisioned key-value store with compare-and-swap, ranges, watches and TTLs.
@@ -229,6 +251,12 @@ class Store(Protocol):
 
     def stop(self) -> Deferred[None]:
         """Stop timers and watches, close connections."""
+
+    def maintenance(self) -> Sequence[PeriodicTask]:
+        """The periodic tasks (TTL sweeper, compaction) the store's owner must run while the
+        store runs: started once :meth:`start` has fired, stopped before :meth:`stop`. Empty
+        when the store was built to run them itself (standalone use: ``run_maintenance``).
+        Building the list starts nothing."""
 
     def current_revision(self) -> Deferred[int]:
         """The store's current (latest) revision."""

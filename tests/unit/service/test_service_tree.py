@@ -26,6 +26,7 @@ from apiserver.service.serving import ServingCertService
 from apiserver.storage.interface import (
     KeyNotFoundError,
     KeyValue,
+    PeriodicTask,
     RangeResult,
     StoreCapabilities,
     WatchEvent,
@@ -36,6 +37,8 @@ ORDER = [
     "log-flush",
     "healthz",
     "store",
+    "ttl-sweeper",
+    "compaction",
     "watch-cache",
     "auth-reload",
     "storage-metrics",
@@ -65,7 +68,8 @@ class StubWatch:
 
 
 class StubStore:
-    """An empty store that answers at once, with no thread and no timer."""
+    """An empty store that answers at once, with no thread and no timer of its own; it
+    declares a sweeper and a compactor, as the SQLite store does, for the server to run."""
 
     #: It guarantees nothing beyond the Store contract.
     capabilities = StoreCapabilities()
@@ -82,6 +86,19 @@ class StubStore:
     def stop(self) -> Deferred[None]:
         self.log.append("stop")
         return defer.succeed(None)
+
+    def maintenance(self) -> list[PeriodicTask]:
+        return [
+            PeriodicTask("ttl-sweeper", 1.0, self._round("sweep"), now=True),
+            PeriodicTask("compaction", 300.0, self._round("compact")),
+        ]
+
+    def _round(self, what: str) -> Callable[[], Deferred[None]]:
+        def run() -> Deferred[None]:
+            self.log.append(what)
+            return defer.succeed(None)
+
+        return run
 
     def db_size(self) -> Deferred[int | None]:
         return defer.succeed(None)
@@ -182,6 +199,8 @@ def loops_of(server: Server) -> list[LoopingCall]:
         reloader._loop,
         server.cacher._bookmarks,  # type: ignore[union-attr]
         server.root.child_named("log-flush").loop,  # type: ignore[attr-defined]
+        server.root.child_named("ttl-sweeper").runner.loop,  # type: ignore[attr-defined]
+        server.root.child_named("compaction").runner.loop,  # type: ignore[attr-defined]
     ]
     assert all(isinstance(loop, LoopingCall) for loop in loops), loops
     return loops
@@ -208,7 +227,7 @@ def test_the_tree_starts_in_order_and_stops_in_reverse_leaving_nothing(
     server.root.startService()
     assert [e for e in events if e.startswith("start ")] == [f"start {n}" for n in ORDER]
     assert all(child.running for child in server.root)
-    assert store.log == ["start"]
+    assert store.log == ["start", "sweep"]  # the sweeper's first round comes with the store
     assert (tmp_path / "certs" / "apiserver.crt").exists()  # made before listening
     assert http.H2Connection is not keep_h2_class
     assert server.listener.bound_port() > 0
@@ -226,7 +245,8 @@ def test_the_tree_starts_in_order_and_stops_in_reverse_leaving_nothing(
     reactor.advance(0)  # the closed port reports connectionLost on the next turn
     assert stopped.called
     assert [e for e in events if e.startswith("stop ")] == [f"stop {n}" for n in reversed(ORDER)]
-    assert store.log == ["start", "stop"]
+    # The sweeper and the compactor stopped before the store.
+    assert store.log == ["start", "sweep", "stop"]
     assert not any(child.running for child in server.root)
     assert reactor.getDelayedCalls() == []
     assert not any(loop.running for loop in loops)
@@ -297,3 +317,21 @@ def test_self_signed_context_exists_only_once_started(tmp_path: Path) -> None:
     serving.startService()
     assert serving.context() is not None
     assert sorted(p.name for p in tmp_path.iterdir()) == ["apiserver.crt", "apiserver.key"]
+
+
+def test_the_maintenance_children_follow_the_backend_and_the_flags(tmp_path: Path) -> None:
+    """SQLite has a TTL sweeper, etcd only its compactor (leases expire keys); a compaction
+    interval of 0 leaves the compactor out. The server runs them, never the store itself."""
+    reactor = MemoryReactorClock()
+    names = [child.name for child in Server(make_config(tmp_path), reactor).root]
+    assert names[2:5] == ["store", "ttl-sweeper", "compaction"]
+    no_compaction = Server(make_config(tmp_path, store_compaction_interval=0.0), reactor)
+    names = [child.name for child in no_compaction.root]
+    assert names[2:5] == ["store", "ttl-sweeper", "watch-cache"]
+    etcd = Server(make_config(tmp_path, store_servers=["http://127.0.0.1:1"]), reactor)
+    names = [child.name for child in etcd.root]
+    assert names[2:5] == ["store", "compaction", "watch-cache"]
+    for server in (no_compaction, etcd):
+        store: Any = server.store_service.store
+        assert store._runners == []  # the store runs no loop of its own in a server
+    assert reactor.getDelayedCalls() == []

@@ -65,6 +65,7 @@ from apiserver.storage.interface import (
     CompactedError,
     KeyValue,
     PausableWatch,
+    PeriodicTask,
     RangeResult,
     StorageTimeoutError,
     Store,
@@ -938,6 +939,10 @@ class Cacher:
 
     def db_size(self) -> Deferred[int | None]:
         return self._store.db_size()
+
+    def maintenance(self) -> Sequence[PeriodicTask]:
+        """The wrapped store's: the cache itself has no periodic maintenance of the store."""
+        return self._store.maintenance()
 
     @property
     def kind(self) -> str:

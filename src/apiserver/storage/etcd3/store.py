@@ -11,14 +11,16 @@ It follows kube-apiserver's etcd3 store (k8s.io/apiserver/pkg/storage/etcd3/stor
 - TTLs are etcd leases, reused for a while (see :mod:`.lease`);
 - compaction runs every ``compaction_interval`` seconds like kube-apiserver's compactor: the
   apiservers sharing one etcd agree through the version of ``compact_rev_key`` on who compacts,
-  and each compaction goes to the revision seen one interval earlier;
+  and each compaction goes to the revision seen one interval earlier (one round is
+  :meth:`Etcd3Store.compact_once`; the loop is the store's own with ``run_maintenance``, else
+  its owner's, see :meth:`Etcd3Store.maintenance`);
 - the health and readiness checks read ``health_key`` (kube-apiserver reads
   ``<prefix>/health``) within the caller's timeout.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from twisted.internet.defer import Deferred, ensureDeferred
@@ -43,11 +45,13 @@ from apiserver.storage.interface import (
     KeyExistsError,
     KeyNotFoundError,
     KeyValue,
+    PeriodicTask,
     RangeResult,
     StorageError,
     StoreCapabilities,
     WatchEvent,
 )
+from apiserver.storage.periodic import PeriodicRunner
 
 log = Logger()
 
@@ -66,6 +70,8 @@ class Etcd3Store:
     ``max_keys_per_lease`` tune lease reuse (``--lease-reuse-duration-seconds``),
     ``compaction_interval`` is ``--etcd-compaction-interval`` in seconds (0 disables),
     ``request_timeout`` bounds every request, ``health_key`` is the key the health checks read.
+    ``run_maintenance`` (default, for use on its own): the store runs its compaction loop
+    itself; the server passes False and runs it as a child service of its tree.
 
     Capabilities: none. Other API servers write to the same etcd, so no revision this process
     knows is the cluster's committed revision, and a watch cache in front of this store can
@@ -90,6 +96,7 @@ class Etcd3Store:
         compaction_interval: float = 300.0,
         request_timeout: float = 10.0,
         health_key: bytes = b"/registry/health",
+        run_maintenance: bool = True,
     ) -> None:
         self._reactor = reactor
         self._clock: Any = reactor  # IReactorTime
@@ -108,8 +115,13 @@ class Etcd3Store:
         self._leases = LeaseManager(
             self._grant_lease, self._clock, lease_reuse_seconds, max_keys_per_lease
         )
-        self._compaction_interval = compaction_interval
-        self._compaction_call: Any = None  # IDelayedCall
+        self._tasks: tuple[PeriodicTask, ...] = ()
+        if compaction_interval > 0:
+            self._tasks = (PeriodicTask("compaction", compaction_interval, self.compact_once),)
+        #: The loop the store runs itself (``run_maintenance``), started by :meth:`start`.
+        self._runners = (
+            [PeriodicRunner(t, self._clock) for t in self._tasks] if run_maintenance else []
+        )
         # kube-apiserver's compactor state: the compact_rev_key version we expect, and the
         # revision seen at the previous tick (what the next compaction goes to).
         self._compact_time = 0
@@ -118,7 +130,6 @@ class Etcd3Store:
         self._watches: set[Etcd3Watch] = set()
         self._last_revision = 0
         self._compacted_revision = 0
-        self._running = False
 
     @property
     def endpoints(self) -> list[str]:
@@ -127,20 +138,17 @@ class Etcd3Store:
     # -- life cycle ---------------------------------------------------------------------------
 
     def start(self) -> Deferred[None]:
-        """Check that etcd answers, then start the periodic compaction."""
+        """Check that etcd answers, then start the periodic compaction (``run_maintenance``)."""
 
         def started(_: object) -> None:
-            self._running = True
-            if self._compaction_interval > 0:
-                self._schedule_compaction()
+            for runner in self._runners:
+                runner.start()
 
         return self.current_revision().addCallback(started)
 
     def stop(self) -> Deferred[None]:
-        self._running = False
-        if self._compaction_call is not None and self._compaction_call.active():
-            self._compaction_call.cancel()
-        self._compaction_call = None
+        for runner in self._runners:
+            runner.stop()  # a round in progress ends with the gateway's close
         for watch in list(self._watches):
             watch.cancel()
         return self._gateway.close()
@@ -352,26 +360,18 @@ class Etcd3Store:
         d = self._gateway.call("/v3/kv/compaction", {"revision": str(revision)})
         return d.addCallbacks(compacted, already).addErrback(future)
 
-    def _schedule_compaction(self) -> None:
-        self._compaction_call = self._clock.callLater(
-            self._compaction_interval, self._compaction_tick
-        )
+    def maintenance(self) -> Sequence[PeriodicTask]:
+        """The periodic compactor (unless ``compaction_interval`` is 0), unless the store runs
+        it itself."""
+        return () if self._runners else self._tasks
 
-    def _compaction_tick(self) -> None:
-        self._compaction_call = None
-
-        def next_tick(_: object) -> None:
-            if self._running and self._compaction_interval > 0:
-                self._schedule_compaction()
-
-        d = ensureDeferred(self._compact_once())
-        d.addErrback(lambda f: log.warn("etcd compaction failed: {f}", f=f.getErrorMessage()))
-        d.addCallback(next_tick)
-
-    async def _compact_once(self) -> None:
+    def compact_once(self) -> Deferred[None]:
         """One round of kube-apiserver's compactor (storage/etcd3/compact.go): whoever moves
         ``compact_rev_key``'s version from the value it last saw compacts to the revision it
         saw one interval ago; the others learn the new version and wait for the next round."""
+        return ensureDeferred(self._compact_once())
+
+    async def _compact_once(self) -> None:
         k = b64(COMPACT_REV_KEY)
         txn = {
             "compare": [

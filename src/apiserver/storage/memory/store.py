@@ -28,13 +28,12 @@ from __future__ import annotations
 import heapq
 from bisect import bisect_left, insort
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from twisted.internet import defer
 from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
-from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
@@ -45,6 +44,7 @@ from apiserver.storage.interface import (
     KeyExistsError,
     KeyNotFoundError,
     KeyValue,
+    PeriodicTask,
     RangeResult,
     StorageError,
     StoreCapabilities,
@@ -52,6 +52,7 @@ from apiserver.storage.interface import (
     WatchEvent,
     prefix_end,
 )
+from apiserver.storage.periodic import PeriodicRunner
 
 __all__ = ["MemoryStore", "MemoryWatch"]
 
@@ -133,7 +134,11 @@ class MemoryStore:
     ``clock`` runs TTL expiry and the periodic compactor (required: tests pass a
     ``twisted.internet.task.Clock``). ``compaction_interval`` (seconds, 0: off) compacts, every
     interval, to the revision seen one interval earlier, as kube-apiserver's compactor
-    (k8s.io/apiserver/pkg/storage/etcd3/compact.go) does.
+    (k8s.io/apiserver/pkg/storage/etcd3/compact.go) does (:meth:`compact_once`, declared in
+    :meth:`maintenance`; with ``run_maintenance``, the default, the store runs it itself).
+
+    TTL expiry stays inside the store and is not periodic: one delayed call at the earliest
+    expiry, rescheduled by each write with a TTL and cancelled by :meth:`stop`.
 
     Capabilities: the same as the embedded SQLite store's (so in-process tests take the code
     paths a default server takes): every write is in this process and reaches the watches
@@ -144,9 +149,19 @@ class MemoryStore:
     capabilities = StoreCapabilities(committed_revision=True)
     kind = "memory"
 
-    def __init__(self, clock: IReactorTime, *, compaction_interval: float = 0.0) -> None:
+    def __init__(
+        self,
+        clock: IReactorTime,
+        *,
+        compaction_interval: float = 0.0,
+        run_maintenance: bool = True,
+    ) -> None:
         self._clock = clock
-        self._compaction_interval = compaction_interval
+        self._tasks: tuple[PeriodicTask, ...] = ()
+        if compaction_interval > 0:
+            self._tasks = (PeriodicTask("compaction", compaction_interval, self.compact_once),)
+        #: The loops the store runs itself (``run_maintenance``), started by :meth:`start`.
+        self._runners = [PeriodicRunner(t, clock) for t in self._tasks] if run_maintenance else []
         self._state = "new"  # new -> running -> stopped
         self._rev = 1
         self._compact_rev = 0
@@ -165,7 +180,6 @@ class MemoryStore:
         self._watches: dict[MemoryWatch, None] = {}
         self._fan_out: deque[WatchEvent] = deque()
         self._fanning_out = False
-        self._compactor: LoopingCall | None = None
         self._compactor_seen = 0
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -176,19 +190,16 @@ class MemoryStore:
         if self._state != "new":
             return defer.fail(UnavailableError(f"store is {self._state}; cannot start again"))
         self._state = "running"
-        if self._compaction_interval > 0:
-            self._compactor_seen = self._rev
-            self._compactor = LoopingCall(self._periodic_compact)
-            self._compactor.clock = self._clock
-            self._compactor.start(self._compaction_interval, now=False)
+        self._compactor_seen = self._rev
+        for runner in self._runners:
+            runner.start()
         self._schedule_expiry()
         return defer.succeed(None)
 
     def stop(self) -> Deferred[None]:
         if self._state == "running":
-            if self._compactor is not None and self._compactor.running:
-                self._compactor.stop()
-            self._compactor = None
+            for runner in self._runners:
+                runner.stop()  # its rounds are synchronous: none is in progress
             if self._expiry_call is not None and self._expiry_call.active():
                 self._expiry_call.cancel()
             self._expiry_call = None
@@ -508,10 +519,18 @@ class MemoryStore:
                 self._delete(key, 0)
         self._schedule_expiry()
 
-    def _periodic_compact(self) -> None:
+    def maintenance(self) -> Sequence[PeriodicTask]:
+        """The periodic compactor (when ``compaction_interval`` is set), unless the store
+        runs it itself."""
+        return () if self._runners else self._tasks
+
+    def compact_once(self) -> Deferred[None]:
+        """One round of periodic compaction: compact to the revision seen at the previous
+        round (at start for the first)."""
         target, self._compactor_seen = self._compactor_seen, self._rev
         if target > self._compact_rev:
             self._compact(target)
+        return defer.succeed(None)
 
 
 def _run(fn: Callable[..., _T], *args: Any) -> Deferred[_T]:

@@ -41,7 +41,6 @@ from typing import Any, TypeVar
 
 from twisted.internet import defer
 from twisted.internet.defer import Deferred
-from twisted.internet.task import LoopingCall
 from twisted.internet.threads import deferToThreadPool
 from twisted.logger import Logger
 from twisted.python.failure import Failure
@@ -54,6 +53,7 @@ from apiserver.storage.interface import (
     KeyExistsError,
     KeyNotFoundError,
     KeyValue,
+    PeriodicTask,
     RangeResult,
     StorageError,
     StorageTimeoutError,
@@ -62,6 +62,7 @@ from apiserver.storage.interface import (
     WatchEvent,
     prefix_end,
 )
+from apiserver.storage.periodic import PeriodicRunner
 from apiserver.storage.sqlite import schema
 
 __all__ = ["SqliteStore", "prefix_end"]
@@ -535,6 +536,13 @@ class SqliteStore:
     ``clock`` (default: ``reactor``) runs the TTL sweeper, the periodic compactor and the
     health check timeouts. ``compaction_interval`` 0 disables periodic compaction.
 
+    Maintenance: :meth:`sweep_once` (delete what has expired) every ``sweep_interval``
+    seconds, first at once, and :meth:`compact_once` every ``compaction_interval`` seconds
+    (first one interval after start), declared by :meth:`maintenance`. With
+    ``run_maintenance`` (the default, for use on its own) the store runs them itself from
+    :meth:`start` to :meth:`stop`; the server passes False and runs them as child services
+    of its tree (``apiserver.service.maintenance``).
+
     Capabilities: the writer is in this process and a commit reaches the watches before its
     writer is answered, so the store knows its committed revision synchronously
     (:meth:`committed_revision`). Watches deliver as commits happen (no pause).
@@ -552,12 +560,11 @@ class SqliteStore:
         sweep_interval: float = 1.0,
         readers: int = 2,
         max_batch: int = MAX_BATCH,
+        run_maintenance: bool = True,
     ) -> None:
         self._path = path
         self._reactor: Any = reactor
         self._clock: Any = clock if clock is not None else reactor
-        self._compaction_interval = compaction_interval
-        self._sweep_interval = sweep_interval
         self._max_batch = max(1, max_batch)
         self._state = "new"  # new -> starting -> running -> stopping -> stopped
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
@@ -572,8 +579,17 @@ class SqliteStore:
         self._rev = 0  # last revision dispatched on the reactor thread
         self._compact_rev = 0
         self._watches: dict[bytes, dict[SqliteWatch, None]] = {}
-        self._sweeper: LoopingCall | None = None
-        self._compactor: LoopingCall | None = None
+        self._tasks: list[PeriodicTask] = []
+        if sweep_interval > 0:
+            self._tasks.append(
+                PeriodicTask("ttl-sweeper", sweep_interval, self.sweep_once, now=True)
+            )
+        if compaction_interval > 0:
+            self._tasks.append(PeriodicTask("compaction", compaction_interval, self.compact_once))
+        #: The loops the store runs itself (``run_maintenance``), started when it opens.
+        self._runners = (
+            [PeriodicRunner(t, self._clock) for t in self._tasks] if run_maintenance else []
+        )
         self._compactor_seen = 0
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -597,19 +613,9 @@ class SqliteStore:
         self._compact_rev = compact_rev
         self._readers.start()
         self._state = "running"
-        if self._sweep_interval > 0:
-            self._sweeper = LoopingCall(self._sweep)
-            self._sweeper.clock = self._clock
-            self._sweeper.start(self._sweep_interval, now=True).addErrback(
-                lambda f: _log.failure("TTL sweeper stopped", f)
-            )
-        if self._compaction_interval > 0:
-            self._compactor_seen = rev
-            self._compactor = LoopingCall(self._periodic_compact)
-            self._compactor.clock = self._clock
-            self._compactor.start(self._compaction_interval, now=False).addErrback(
-                lambda f: _log.failure("periodic compactor stopped", f)
-            )
+        self._compactor_seen = rev
+        for runner in self._runners:
+            runner.start()
         assert self._started is not None
         self._started.callback(None)
 
@@ -633,10 +639,10 @@ class SqliteStore:
             return _chain(self._started).addBoth(lambda _: self.stop())
         self._state = "stopping"
         self._stopped = Deferred()
-        for loop in (self._sweeper, self._compactor):
-            if loop is not None and loop.running:
-                loop.stop()
-        self._sweeper = self._compactor = None
+        for runner in self._runners:
+            # Not waited for: a round in progress fails at its next step (the store no longer
+            # takes writes) and the runner logs it.
+            runner.stop()
         for group in list(self._watches.values()):
             for w in list(group):
                 w.cancel()
@@ -942,25 +948,31 @@ class SqliteStore:
             raise ValueError(f"ttl must not be negative, got {ttl}")
         return float(self._clock.seconds()) + ttl if ttl else None
 
-    def _sweep(self) -> Deferred[None]:
+    def maintenance(self) -> Sequence[PeriodicTask]:
+        """The TTL sweeper and the periodic compactor, unless the store runs them itself."""
+        return () if self._runners else tuple(self._tasks)
+
+    def sweep_once(self) -> Deferred[None]:
+        """One TTL sweep: delete every key whose TTL has expired, in batches of
+        ``SWEEP_BATCH`` (each a transaction whose deletions the watches see), until none is
+        left or the store stops. kube-apiserver leaves expiry to etcd leases; this is what
+        the embedded store does instead."""
         return defer.ensureDeferred(self._sweep_all())
 
     async def _sweep_all(self) -> None:
-        try:
-            while self._state == "running":
-                more = await self._submit(_Writer.sweep, float(self._clock.seconds()), SWEEP_BATCH)
-                if not more:
-                    break
-        except Exception:
-            _log.failure("TTL sweep failed")
+        while self._state == "running":
+            more = await self._submit(_Writer.sweep, float(self._clock.seconds()), SWEEP_BATCH)
+            if not more:
+                break
 
-    def _periodic_compact(self) -> Deferred[None] | None:
+    def compact_once(self) -> Deferred[None]:
+        """One round of periodic compaction: compact to the revision seen at the previous
+        round (at start for the first), so at least one interval of history stays, as
+        kube-apiserver's compactor (k8s.io/apiserver/pkg/storage/etcd3/compact.go) does."""
         target, self._compactor_seen = self._compactor_seen, self._rev
         if target <= self._compact_rev:
-            return None
-        d = self.compact(target)
-        d.addErrback(lambda f: _log.failure("periodic compaction to {rev} failed", f, rev=target))
-        return d
+            return defer.succeed(None)
+        return self.compact(target)
 
     def _timed(self, d: Deferred[_T], timeout: float) -> Deferred[_T]:
         def on_timeout(result: Any, timeout: float) -> Any:
