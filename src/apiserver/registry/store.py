@@ -1,7 +1,7 @@
 """The generic registry: kube-apiserver's ``genericregistry.Store`` over our storage interface.
 
 Follows k8s.io/apiserver ``pkg/registry/generic/registry/store.go`` and
-``pkg/storage/etcd3/store.go`` (spec/event-resource.md §3-§6): objects live under
+``pkg/storage/etcd3/store.go``: objects live under
 ``<prefix>/<resource>/<namespace>/<name>``; ``resourceVersion`` is the store's ``mod_revision``
 and is never written into the stored bytes; create is "put if absent"; updates are
 compare-and-swap in a retry loop (``GuaranteedUpdate``); a write whose bytes equal the stored

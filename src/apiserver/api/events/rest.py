@@ -1,5 +1,5 @@
 """The REST handlers of ``events.k8s.io/v1``: get, list, watch, create, update, patch, delete
-and deletecollection, with kube-apiserver's semantics (spec/event-resource.md §1-§8).
+and deletecollection, with kube-apiserver's semantics.
 
 Follows k8s.io/apiserver ``pkg/endpoints/handlers/{get,create,update,patch,delete,watch}.go``
 and ``pkg/registry/generic/registry/store.go``. Objects are stored in the internal shape (core
@@ -203,7 +203,8 @@ class EventsAPI:
             if failure.check(CompactedError):
                 return errors.expired(EXPIRED_LIST).response()
             if failure.check(StorageTimeoutError):
-                # etcd3 store: a request that hit its context deadline (spec §7 Timeout row).
+                # etcd3 store: a request that hit its context deadline
+                # (``storage.NewTimeoutError``).
                 return errors.timeout(
                     "Timeout: request did not complete within requested timeout - "
                     "context deadline exceeded"
