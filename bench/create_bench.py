@@ -34,6 +34,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
 from twisted.internet import defer, task  # noqa: E402
+from twisted.web.http_headers import Headers  # noqa: E402
 
 from apiserver.api.events.rest import GR, EventsAPI  # noqa: E402
 from apiserver.http.app import RequestInfo  # noqa: E402
@@ -57,14 +58,17 @@ class FakeRequest:
     def __init__(self, body: bytes) -> None:
         self.content = io.BytesIO(body)
         self.uri = PATH.encode()
-        self._headers = {
-            b"content-type": b"application/json",
-            b"user-agent": b"h2load nghttp2/1.64.0",
-            b"accept": b"*/*",
-        }
+        self.requestHeaders = Headers(
+            {
+                b"content-type": [b"application/json"],
+                b"user-agent": [b"h2load nghttp2/1.64.0"],
+                b"accept": [b"*/*"],
+            }
+        )
 
     def getHeader(self, name: bytes) -> bytes | None:
-        return self._headers.get(name.lower())
+        values = self.requestHeaders.getRawHeaders(name)
+        return values[-1] if values else None
 
 
 async def _round(api: EventsAPI, body: bytes, n: int, concurrency: int) -> tuple[float, float]:
