@@ -19,7 +19,10 @@ nothing for it. Where they call it:
 - events (:mod:`apiserver.api.events.rest`): CREATE on create, and on update and apply-patch
   of a missing object; UPDATE on update and patch (``old_obj`` the stored object). Mutating
   before the server-set fields and validation, validating after them, just before storage.
-  DELETE is not wired yet: it needs the registry's delete precondition to be asynchronous.
+  DELETE (on delete and on each item of deletecollection): validating only, with no new
+  object and the stored one as ``old_obj``, run on the object about to be deleted or marked
+  for its finalizers, on every attempt of the registry's compare-and-swap
+  (``rest.AdmissionToValidateObjectDeleteFunc``, handlers/delete.go).
 - TokenRequest (:mod:`apiserver.api.tokenrequest.rest`): CREATE on ``serviceaccounts/token``,
   both checks before the token is issued (``token.go`` calls ``createValidation`` first).
 

@@ -389,8 +389,11 @@ class Registry:
         *,
         dry_run: bool = False,
         max_attempts: int = 16,
+        validate: Callable[[Obj], Awaitable[None]] | None = None,
     ) -> Obj:
-        """Delete after ``check(current)`` passes (preconditions); returns the last state."""
+        """Delete after ``check(current)`` passes (preconditions) and ``validate(current)``
+        (validating admission: store.go ``Delete`` calls its ``deleteValidation`` on the
+        object it is about to delete, on every attempt); returns the last state."""
         key = self.key(namespace, name)
         for _ in range(max_attempts):
             current, revision = await self.get_or_none(namespace, name)
@@ -398,6 +401,8 @@ class Registry:
                 raise errors.not_found(self.group_resource, name)
             if check is not None:
                 check(current)
+            if validate is not None:
+                await validate(current)
             if dry_run:
                 return current
             try:

@@ -13,6 +13,7 @@ from twisted.internet.task import Clock
 
 from apiserver.admission import (
     CREATE,
+    DELETE,
     UPDATE,
     AlwaysAdmit,
     Attributes,
@@ -60,8 +61,9 @@ class Recording:
         self.calls.append(("admit", attributes.operation, attributes.name, user, "uid" in meta))
 
     def validate(self, attributes: Attributes) -> Deferred[None]:
-        assert attributes.obj is not None
-        meta = attributes.obj["metadata"]
+        seen = attributes.obj if attributes.obj is not None else attributes.old_obj
+        assert seen is not None
+        meta = seen["metadata"]
         user = attributes.user.name if attributes.user else None
         self.calls.append(("validate", attributes.operation, attributes.name, user, "uid" in meta))
         if self.refuse:
@@ -146,6 +148,46 @@ def test_update_and_patch_are_update_operations_with_the_old_object() -> None:
     ]
     old = admission.seen[0].old_obj
     assert old is not None and old["metadata"]["labels"] == {"admitted": "yes"}
+
+
+def test_delete_is_validated_with_the_stored_object_and_a_refusal_deletes_nothing() -> None:
+    allowed = Recording()
+    api, kv = make(allowed)
+    assert call(api, "POST", PATH, event("e1"), b"application/json").code == 201
+    allowed.calls.clear()
+    allowed.seen.clear()
+    assert call(api, "DELETE", PATH + "/e1", b"", b"application/json").code == 200
+    # No mutating call on DELETE; validating sees no new object, the stored one as old.
+    assert allowed.calls == [("validate", DELETE, "e1", "bob", True)]
+    assert allowed.seen == [] and stored_values(kv) == []
+
+    refused = Recording()
+    api, kv = make(refused)
+    assert call(api, "POST", PATH, event("e2"), b"application/json").code == 201
+    refused.refuse = True
+    answer = call(api, "DELETE", PATH + "/e2", b"", b"application/json")
+    assert answer.code == 403 and json.loads(answer.body)["message"] == "denied by admission"
+    assert len(stored_values(kv)) == 1
+    answer = call(api, "DELETE", PATH, b"", b"application/json")  # deletecollection
+    assert answer.code == 403
+    assert len(stored_values(kv)) == 1
+
+
+def test_delete_validation_sees_no_new_object() -> None:
+    seen: list[Attributes] = []
+
+    class Spy(Recording):
+        def validate(self, attributes: Attributes) -> Deferred[None]:
+            seen.append(attributes)
+            return super().validate(attributes)
+
+    api, _ = make(Spy())
+    assert call(api, "POST", PATH, event("e3"), b"application/json").code == 201
+    seen.clear()
+    assert call(api, "DELETE", PATH + "/e3", b"", b"application/json").code == 200
+    assert [(a.operation, a.obj is None, a.old_obj is not None) for a in seen] == [
+        (DELETE, True, True)
+    ]
 
 
 def test_put_of_a_missing_object_is_a_create() -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any
 
 import attrs
@@ -22,6 +22,7 @@ from twisted.logger import Logger
 
 from apiserver.admission import (
     CREATE,
+    DELETE,
     UPDATE,
     Admission,
     Attributes,
@@ -379,11 +380,13 @@ class EventsAPI:
         operation: Operation,
         info: RequestInfo,
         namespace: str,
-        obj: Obj,
+        obj: Obj | None,
         old: Obj | None = None,
         dry_run: bool = False,
     ) -> Attributes:
-        """What admission is told (``admission.NewAttributesRecord`` in the handlers)."""
+        """What admission is told (``admission.NewAttributesRecord`` in the handlers): on
+        DELETE ``obj`` is None and ``old`` the object being deleted."""
+        named = obj if obj is not None else old
         return Attributes(
             operation,
             GROUP,
@@ -391,7 +394,7 @@ class EventsAPI:
             "events",
             KIND,
             namespace,
-            metadata(obj).get("name") or "",
+            (metadata(named).get("name") or "") if named is not None else "",
             obj,
             old,
             dry_run=dry_run,
@@ -682,7 +685,7 @@ class EventsAPI:
     async def delete(self, request: HTTPRequest, info: RequestInfo, target: Target) -> Response:
         assert target.namespace is not None and target.name is not None
         opts = self._delete_options(request, info)
-        deleted, gone = await self._delete_or_mark(target.namespace, target.name, opts)
+        deleted, gone = await self._delete_or_mark(target.namespace, target.name, opts, info)
         if not gone:
             # k8s.io/apiserver pkg/endpoints/handlers/delete.go: an object kept (for its
             # finalizers) is the answer, 202 only when orphanDependents=false was asked for.
@@ -703,7 +706,25 @@ class EventsAPI:
         }
         return Response(200, (("Content-Type", "application/json"),), codec.encode_json(body))
 
-    async def _delete_or_mark(self, namespace: str, name: str, opts: Any) -> tuple[Obj, bool]:
+    def _delete_validation(
+        self, info: RequestInfo, namespace: str, dry_run: bool
+    ) -> Callable[[Obj], Awaitable[None]] | None:
+        """Validating admission of a DELETE, run on the object about to be deleted or marked
+        (``rest.AdmissionToValidateObjectDeleteFunc`` in handlers/delete.go: the attributes
+        carry no new object, the stored one as the old); None when nothing is plugged in."""
+        admission = self.admission
+        if admission is None or not admission.handles(DELETE):
+            return None
+
+        async def validate(current: Obj) -> None:
+            attributes = self._attributes(DELETE, info, namespace, None, current, dry_run)
+            await run_validating(admission, attributes)
+
+        return validate
+
+    async def _delete_or_mark(
+        self, namespace: str, name: str, opts: Any, info: RequestInfo
+    ) -> tuple[Obj, bool]:
         """store.go ``Delete`` for events: (last state, True) once removed, or (the object
         marked by :func:`deletion.mark_as_deleting`, False) while finalizers are pending.
 
@@ -712,9 +733,14 @@ class EventsAPI:
         marked, as a second DELETE finds it)."""
         check = _preconditions(opts)
         dry_run = bool(opts.dry_run)
+        validate = self._delete_validation(info, namespace, dry_run)
         try:
             gone = await self.registry.delete(
-                namespace, name, deletion.unless_finalizing(check), dry_run=dry_run
+                namespace,
+                name,
+                deletion.unless_finalizing(check),
+                dry_run=dry_run,
+                validate=validate,
             )
             return gone, True
         except deletion.Finalizing:
@@ -723,6 +749,8 @@ class EventsAPI:
         async def mark(current: Obj | None) -> Obj:
             assert current is not None  # allow_create=False
             check(current)
+            if validate is not None:
+                await validate(current)
             return deletion.mark_as_deleting(current, self.clock.seconds())
 
         try:
@@ -733,7 +761,10 @@ class EventsAPI:
             )
         except deletion.DeleteNow:
             # The finalizers went away meanwhile (store.go errDeleteNow).
-            return await self.registry.delete(namespace, name, check, dry_run=dry_run), True
+            gone = await self.registry.delete(
+                namespace, name, check, dry_run=dry_run, validate=validate
+            )
+            return gone, True
         return marked, False
 
     async def _delete_emptied(
@@ -770,7 +801,7 @@ class EventsAPI:
         async def delete_one(obj: Obj) -> None:
             meta = metadata(obj)
             try:
-                await self._delete_or_mark(target.namespace or "", meta["name"], delete_opts)
+                await self._delete_or_mark(target.namespace or "", meta["name"], delete_opts, info)
             except errors.StatusError as error:
                 if error.reason == "NotFound":
                     return
