@@ -28,6 +28,7 @@ ALLOWED: dict[str, set[str]] = {
     "metrics": {"http"},
     "healthz": {"http", "apimachinery"},
     "admission": {"apimachinery", "auth"},
+    "audit": {"http", "apimachinery", "auth", "options", "tls"},
     "auth": {"http", "apimachinery", "options", "storage", "tls", "discovery"},
     "discovery": {"http", "apimachinery"},
     "openapi": {"http", "apimachinery", "discovery"},
