@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 from twisted.internet.defer import Deferred, succeed
 from twisted.internet.task import Clock
-from twisted.logger import LogEvent, formatEvent, globalLogPublisher
+from twisted.logger import ILogObserver, LogEvent, formatEvent, globalLogPublisher
+from zope.interface import implementer
 
 from apiserver.audit.buffered import BufferedSink, TokenBucket
 from apiserver.audit.compose import IgnoreErrorsSink, wrap
@@ -67,6 +68,7 @@ def caplog_twisted() -> Iterator[list[str]]:
     """The text of what the audit modules log during the test."""
     lines: list[str] = []
 
+    @implementer(ILogObserver)
     def observe(event: LogEvent) -> None:
         if str(event.get("log_namespace", "")).startswith("apiserver.audit"):
             lines.append(formatEvent(event))
