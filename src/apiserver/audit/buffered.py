@@ -64,7 +64,7 @@ class TokenBucket:
         self.tokens = min(self.burst, self.tokens + (now - self.last) * self.qps)
         self.last = now
         self.tokens -= 1.0
-        if self.tokens >= 0:
+        if self.tokens >= 0 or self.qps <= 0:  # a rate of 0 is refused by option validation
             return 0.0
         return -self.tokens / self.qps
 

@@ -61,7 +61,11 @@ Format = Literal["legacy", "json"]
 MEGABYTE = 1024 * 1024
 #: lumberjack's ``defaultMaxSize`` (MB), used when ``--audit-log-maxsize`` is 0.
 DEFAULT_MAX_SIZE_MB = 100
-#: lumberjack's ``backupTimeFormat`` (``2006-01-02T15-04-05.000``), as strftime plus millis.
+#: lumberjack's ``backupTimeFormat`` (``2006-01-02T15-04-05.000``), as strftime; the three
+#: fraction digits (milliseconds, truncated) are added after.
+BACKUP_TIME_FORMAT = "%Y-%m-%dT%H-%M-%S"
+BACKUP_TIME_LENGTH = len("2006-01-02T15-04-05.000")
+#: lumberjack's ``compressSuffix``.
 COMPRESS_SUFFIX = ".gz"
 
 #: Runs a function away from the reactor thread; the Deferred fires when it returned.
@@ -182,7 +186,7 @@ def backup_name(path: str, now: float) -> str:
     the time as ``2006-01-02T15-04-05.000`` (milliseconds truncated)."""
     directory, prefix, ext = _split_name(path)
     when = datetime.fromtimestamp(now, UTC)
-    stamp = when.strftime("%Y-%m-%dT%H-%M-%S") + f".{when.microsecond // 1000:03d}"
+    stamp = when.strftime(BACKUP_TIME_FORMAT) + f".{when.microsecond // 1000:03d}"
     return os.path.join(directory, f"{prefix}-{stamp}{ext}")
 
 
@@ -192,10 +196,10 @@ def _time_from_name(filename: str, prefix: str, ext: str) -> float | None:
         return None
     stamp = filename[len(prefix) : len(filename) - len(ext)]
     try:
-        when = datetime.strptime(stamp, "%Y-%m-%dT%H-%M-%S.%f")
+        when = datetime.strptime(stamp, BACKUP_TIME_FORMAT + ".%f")
     except ValueError:
         return None
-    if len(stamp) != 23:  # exactly three fraction digits, as Go's layout demands
+    if len(stamp) != BACKUP_TIME_LENGTH:  # exactly three fraction digits, as Go's layout wants
         return None
     return when.replace(tzinfo=UTC).timestamp()
 

@@ -46,13 +46,15 @@ def all_accepted(answers: Sequence[bool | Deferred[bool]]) -> bool | Deferred[bo
 
 
 def truncated(event: AuditEvent) -> AuditEvent:
-    """A shallow copy without the objects and with the truncation annotation (``truncate``)."""
+    """A shallow copy without the objects and with the truncation annotation (``truncate``
+    in truncate.go)."""
     copy = dict(event)
     copy.pop("requestObject", None)
     copy.pop("responseObject", None)
     annotations = dict(copy.get("annotations") or {})
     annotations[ANNOTATION_KEY] = ANNOTATION_VALUE
-    copy["annotations"] = annotations
+    # Go encodes a map with its keys sorted; keep the annotations in that order.
+    copy["annotations"] = dict(sorted(annotations.items()))
     return copy
 
 
