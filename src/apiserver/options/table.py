@@ -528,18 +528,21 @@ FLAGS: tuple[Flag, ...] = (
         "int",
         10000,
         "Events buffered before batching and writing (batch mode of the log backend).",
+        implemented=True,
     ),
     _audit(
         "audit-log-batch-max-size",
         "int",
         1,
         "Most events in one batch (batch mode of the log backend).",
+        implemented=True,
     ),
     _audit(
         "audit-log-batch-max-wait",
         "duration",
         0.0,
         "Longest wait before an unfilled batch is written (batch mode of the log backend).",
+        implemented=True,
     ),
     _audit(
         "audit-log-batch-throttle-burst",
@@ -547,48 +550,56 @@ FLAGS: tuple[Flag, ...] = (
         0,
         "Most batches written at once when none were written before (batch mode of the log "
         "backend).",
+        implemented=True,
     ),
     _audit(
         "audit-log-batch-throttle-enable",
         "bool",
         False,
         "Throttle the batches written (batch mode of the log backend).",
+        implemented=True,
     ),
     _audit(
         "audit-log-batch-throttle-qps",
         "float",
         0.0,
         "Batches written per second on average (batch mode of the log backend).",
+        implemented=True,
     ),
     _audit(
         "audit-log-compress",
         "bool",
         False,
         "Compress rotated audit log files with gzip.",
+        implemented=True,
     ),
     _audit(
         "audit-log-format",
         "string",
         "json",
         "Format of the audit log: legacy (one line of text per event) or json.",
+        implemented=True,
     ),
     _audit(
         "audit-log-maxage",
         "int",
         0,
         "Days to keep rotated audit log files, by the time stamp in their names; 0 keeps them.",
+        implemented=True,
     ),
     _audit(
         "audit-log-maxbackup",
         "int",
         0,
         "Number of rotated audit log files to keep; 0 keeps all.",
+        implemented=True,
     ),
     _audit(
         "audit-log-maxsize",
         "int",
         0,
         "Size in megabytes at which the audit log is rotated.",
+        implemented=True,
     ),
     _audit(
         "audit-log-mode",
@@ -597,6 +608,7 @@ FLAGS: tuple[Flag, ...] = (
         "How events reach the log backend: batch (buffered, asynchronous), blocking (each "
         "request waits for its events) or blocking-strict (as blocking, and a failure to log "
         "the RequestReceived stage fails the request).",
+        implemented=True,
     ),
     _audit(
         "audit-log-path",
@@ -604,18 +616,21 @@ FLAGS: tuple[Flag, ...] = (
         "",
         "File the audit log is written to; '-' means standard output. When set, all requests "
         "reaching the server are logged.",
+        implemented=True,
     ),
     _audit(
         "audit-log-truncate-enabled",
         "bool",
         False,
         "Truncate events and batches that are too large (log backend).",
+        implemented=True,
     ),
     _audit(
         "audit-log-truncate-max-batch-size",
         "int",
         10485760,
         "Largest batch in bytes; larger batches are split (log backend).",
+        implemented=True,
     ),
     _audit(
         "audit-log-truncate-max-event-size",
@@ -623,12 +638,14 @@ FLAGS: tuple[Flag, ...] = (
         102400,
         "Largest event in bytes; larger events lose request and response objects first, and "
         "are dropped if still too large (log backend).",
+        implemented=True,
     ),
     _audit(
         "audit-log-version",
         "string",
         "audit.k8s.io/v1",
         "API group and version used to serialize events to the log.",
+        implemented=True,
     ),
     _audit(
         "audit-policy-file",

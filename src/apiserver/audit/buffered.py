@@ -1,0 +1,261 @@
+"""The buffered backend: batch mode (``--audit-<b>-mode=batch``).
+
+Follows k8s.io/apiserver ``plugin/pkg/audit/buffered/buffered.go``, with the goroutine and
+channel replaced by a queue and timers on the injected clock:
+
+- ``process_events`` never waits: events are copied into a queue of
+  ``--audit-<b>-batch-buffer-size`` events; when it is full the event and the rest of the call
+  are dropped, counted under the plugin ``buffered`` and logged ``audit buffer queue blocked``
+  (here at most once a second, with the number dropped since, instead of once per call). The
+  answer is True even then, as upstream; after ``shutdown`` it is False.
+- A batch goes to the delegate when ``--audit-<b>-batch-max-size`` events are queued, or when
+  ``--audit-<b>-batch-max-wait`` has passed since the oldest queued event was queued (upstream
+  restarts a timer at each batch; both bound how long an event waits). With a max size of 1
+  there is no waiting: each event is sent on the next turn of the reactor.
+- With ``--audit-<b>-batch-throttle-enable`` each batch takes a token of a bucket refilled at
+  ``--audit-<b>-batch-throttle-qps`` holding ``--audit-<b>-batch-throttle-burst`` tokens, full
+  at first (client-go ``flowcontrol.NewTokenBucketRateLimiter``; ``Accept`` waits for a token).
+- One batch is with the delegate at a time: the next is sent when the delegate answered (its
+  Deferred fired). Upstream sends webhook batches concurrently; one at a time keeps the order
+  of the records and bounds the memory a slow receiver can pin.
+- ``shutdown`` stops accepting, sends every queued event in batches without waiting for
+  ``max-wait`` (the throttle still applies, as upstream's shutdown loop calls ``Accept`` too),
+  then shuts the delegate down, and fires when all that is done: no acknowledged request's
+  record is lost on a graceful shutdown.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Sequence
+
+from twisted.internet.defer import Deferred
+from twisted.internet.interfaces import IDelayedCall, IReactorTime
+from twisted.logger import Logger
+from twisted.python.failure import Failure
+
+from apiserver.audit.interface import AuditEvent, AuditMetrics, BatchOptions, Sink
+
+__all__ = ["BufferedSink", "TokenBucket"]
+
+log = Logger()
+
+PLUGIN_NAME = "buffered"
+
+#: Seconds between two ``audit buffer queue blocked`` messages.
+BLOCKED_LOG_INTERVAL = 1.0
+
+
+class TokenBucket:
+    """client-go's token bucket (``golang.org/x/time/rate.Limiter`` under
+    ``flowcontrol.NewTokenBucketRateLimiter``): ``burst`` tokens at first, ``qps`` more per
+    second up to ``burst``. :meth:`reserve` takes a token now, possibly going into debt, and
+    says how long to wait before using it (``Limiter.Wait``)."""
+
+    def __init__(self, qps: float, burst: int, clock: IReactorTime) -> None:
+        self.qps = qps
+        self.burst = float(burst)
+        self.clock = clock
+        self.tokens = float(burst)
+        self.last = clock.seconds()
+
+    def reserve(self) -> float:
+        now = self.clock.seconds()
+        self.tokens = min(self.burst, self.tokens + (now - self.last) * self.qps)
+        self.last = now
+        self.tokens -= 1.0
+        if self.tokens >= 0 or self.qps <= 0:  # a rate of 0 is refused by option validation
+            return 0.0
+        return -self.tokens / self.qps
+
+
+def _copy(event: AuditEvent) -> AuditEvent:
+    """Upstream deep-copies each event because the filter keeps changing it for the next
+    stage; the filter changes top-level fields and the annotations, so those are copied."""
+    copy = dict(event)
+    annotations = copy.get("annotations")
+    if annotations is not None:
+        copy["annotations"] = dict(annotations)
+    return copy
+
+
+class BufferedSink:
+    """``buffered.NewBackend``: batches events for ``delegate`` (see the module docstring)."""
+
+    def __init__(
+        self, delegate: Sink, options: BatchOptions, clock: IReactorTime, metrics: AuditMetrics
+    ) -> None:
+        self.delegate = delegate
+        self.name = delegate.name
+        self.clock = clock
+        self.metrics = metrics
+        self.buffer_size = options.buffer_size
+        self.max_size = max(1, options.max_size)
+        self.max_wait = options.max_wait
+        self.bucket = (
+            TokenBucket(options.throttle_qps, options.throttle_burst, clock)
+            if options.throttle_enable
+            else None
+        )
+        # (time queued, event), oldest first.
+        self.queue: deque[tuple[float, AuditEvent]] = deque()
+        self.started = False
+        self.accepting = True
+        self.draining = False
+        self.in_flight = False
+        self.pumping = False
+        self.token_reserved = False
+        self.call: IDelayedCall | None = None
+        self.dropped_unlogged = 0
+        self.last_blocked_log: float | None = None
+        self.drained: list[Deferred[None]] = []
+        self.delegate_shutdown: Deferred[None] | None = None
+
+    # -- the Sink contract -------------------------------------------------------------------
+
+    def process_events(self, events: Sequence[AuditEvent]) -> bool:
+        if not self.accepting:
+            # Upstream sends on a closed channel, recovers and answers false.
+            self._plugin_error(len(events), "audit backend shut down")
+            return False
+        queue = self.queue
+        now = self.clock.seconds()
+        was_empty = not queue
+        for index, event in enumerate(events):
+            if len(queue) >= self.buffer_size:
+                self._blocked(len(events) - index)
+                break
+            queue.append((now, _copy(event)))
+        if self.started and queue:
+            if len(queue) >= self.max_size or self.max_size == 1:
+                self._schedule(0.0)
+            elif was_empty:
+                self._schedule(self.max_wait)
+        return True
+
+    def start(self) -> None:
+        """``Run``: start the delegate, and send what was queued before."""
+        self.started = True
+        self.delegate.start()
+        if self.queue:
+            self._pump()
+
+    def shutdown(self) -> Deferred[None]:
+        """``Shutdown``: send everything queued, then shut the delegate down."""
+        self.accepting = False
+        self.draining = True
+        done: Deferred[None] = Deferred()
+        self.drained.append(done)
+        if not self.pumping:
+            self._pump()
+        return done
+
+    def __repr__(self) -> str:
+        return f"{PLUGIN_NAME}<{self.delegate!r}>"
+
+    # -- batching ------------------------------------------------------------------------------
+
+    def _schedule(self, delay: float) -> None:
+        """Run :meth:`_pump` in ``delay`` seconds, unless it is due sooner already."""
+        call = self.call
+        if call is not None and call.active():
+            if call.getTime() <= self.clock.seconds() + delay:
+                return
+            call.reset(delay)
+            return
+        self.call = self.clock.callLater(delay, self._pump)
+
+    def _pump(self) -> None:
+        """Send every batch that is due, one at a time, until one must wait."""
+        call, self.call = self.call, None
+        if call is not None and call.active():
+            call.cancel()
+        self.pumping = True
+        try:
+            self._send_due()
+        finally:
+            self.pumping = False
+        if self.draining and not self.queue and not self.in_flight:
+            self._finish_drain()
+
+    def _send_due(self) -> None:
+        queue = self.queue
+        while queue and not self.in_flight:
+            if not self.draining and len(queue) < self.max_size:
+                due = queue[0][0] + self.max_wait
+                now = self.clock.seconds()
+                if now < due:
+                    self._schedule(due - now)
+                    return
+            if self.bucket is not None and not self.token_reserved:
+                self.token_reserved = True
+                wait = self.bucket.reserve()
+                if wait > 0:
+                    self._schedule(wait)
+                    return
+            self.token_reserved = False
+            count = min(self.max_size, len(queue))
+            self._send([queue.popleft()[1] for _ in range(count)])
+
+    def _send(self, batch: list[AuditEvent]) -> None:
+        self.in_flight = True
+        try:
+            answer = self.delegate.process_events(batch)
+        except Exception:
+            log.failure("audit backend {name} failed on a batch", name=self.name)
+            answer = False
+        if isinstance(answer, Deferred):
+            answer.addErrback(self._delegate_failed).addCallback(self._answered)
+        else:
+            self.in_flight = False
+
+    def _delegate_failed(self, failure: Failure) -> bool:
+        log.failure("audit backend {name} failed on a batch", failure, name=self.name)
+        return False
+
+    def _answered(self, _: object) -> None:
+        self.in_flight = False
+        if not self.pumping:
+            self._pump()
+
+    def _finish_drain(self) -> None:
+        if self.delegate_shutdown is None:
+            self.delegate_shutdown = self.delegate.shutdown()
+            self.delegate_shutdown.addErrback(
+                lambda f: log.failure("audit backend {name} shutdown", f, name=self.name)
+            )
+            self.delegate_shutdown.addBoth(self._fire_drained)
+        elif self.delegate_shutdown.called:
+            self._fire_drained(None)
+
+    def _fire_drained(self, _: object) -> None:
+        waiting, self.drained = self.drained, []
+        for done in waiting:
+            done.callback(None)
+
+    # -- errors --------------------------------------------------------------------------------
+
+    def _blocked(self, count: int) -> None:
+        """A full buffer: count every dropped event, log now and then."""
+        self.metrics.error(PLUGIN_NAME, count)
+        self.dropped_unlogged += count
+        now = self.clock.seconds()
+        last = self.last_blocked_log
+        if last is None or now - last >= BLOCKED_LOG_INTERVAL:
+            self.last_blocked_log = now
+            count, self.dropped_unlogged = self.dropped_unlogged, 0
+            log.error(
+                "Error in audit plugin '{plugin}' affecting {count} audit events: "
+                "audit buffer queue blocked",
+                plugin=PLUGIN_NAME,
+                count=count,
+            )
+
+    def _plugin_error(self, count: int, reason: str) -> None:
+        self.metrics.error(PLUGIN_NAME, count)
+        log.error(
+            "Error in audit plugin '{plugin}' affecting {count} audit events: {reason}",
+            plugin=PLUGIN_NAME,
+            count=count,
+            reason=reason,
+        )
