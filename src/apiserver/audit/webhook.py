@@ -99,8 +99,10 @@ def event_list_body(events: Sequence[AuditEvent], api_version: str = API_VERSION
         else event
         for event in events
     ]
+    # Go's json.Encoder (the codec under the REST client) ends the document with a newline.
     data = orjson.dumps(
-        {"kind": "EventList", "apiVersion": api_version, "metadata": {}, "items": items}
+        {"kind": "EventList", "apiVersion": api_version, "metadata": {}, "items": items},
+        option=orjson.OPT_APPEND_NEWLINE,
     )
     for raw, escaped in _HTML_ESCAPES:
         if raw in data:
@@ -109,7 +111,14 @@ def event_list_body(events: Sequence[AuditEvent], api_version: str = API_VERSION
 
 
 def _event_line(event: AuditEvent) -> str:
-    """One impacted event in the error log (the fields ``audit.EventString`` starts with)."""
+    """One impacted event in the error log: ``audit.EventString`` (pkg/audit/format.go), the
+    legacy log line, when the log backend's formatter is there; else its main fields."""
+    try:
+        from apiserver.audit.log import event_string
+    except ImportError:
+        pass
+    else:
+        return str(event_string(event))
     user = event.get("user") or {}
     return (
         f"AUDIT: id={go_quote(str(event.get('auditID', '')))} "
