@@ -21,7 +21,7 @@ from twisted.trial.unittest import SynchronousTestCase
 from twisted.web.resource import Resource
 from twisted.web.server import NOT_DONE_YET
 
-from apiserver.audit.interface import AuditEvent
+from apiserver.audit.interface import AuditEvent, NoMetrics
 from apiserver.audit.webhook import (
     WebhookSink,
     build_webhook_backend,
@@ -60,18 +60,14 @@ class Receiver(Resource):
         return b"{}" if code < 300 else b"receiver is sad"
 
 
-class Metrics:
+class Metrics(NoMetrics):
+    """Records ``apiserver_audit_error_total`` increments."""
+
     def __init__(self) -> None:
         self.errors: list[tuple[str, int]] = []
 
-    def event(self, level: Any) -> None:
-        pass
-
     def error(self, plugin: str, count: int) -> None:
         self.errors.append((plugin, count))
-
-    def rejected(self) -> None:
-        pass
 
 
 def event(n: int, **extra: Any) -> AuditEvent:
