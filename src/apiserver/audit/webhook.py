@@ -173,7 +173,6 @@ class WebhookSink:
     def process_events(self, events: Sequence[AuditEvent]) -> Deferred[bool]:
         if not events:
             return succeed(True)
-        count = len(events)
         try:
             body = event_list_body(events, self.api_version)
         except (TypeError, ValueError) as error:  # not JSON-ready: nothing to retry
@@ -181,14 +180,13 @@ class WebhookSink:
             return succeed(False)
         result: Deferred[bool] = Deferred()
         self._in_flight += 1
-        self._try(body, events, count, retry_waits(self.initial_backoff, self.random), result)
+        self._try(body, events, retry_waits(self.initial_backoff, self.random), result)
         return result
 
     def _try(
         self,
         body: bytes,
         events: Sequence[AuditEvent],
-        count: int,
         waits: list[float],
         result: Deferred[bool],
     ) -> None:
@@ -198,7 +196,7 @@ class WebhookSink:
         def failed(failure: Failure) -> None:
             # retryOnError: whatever went wrong, try again while tries remain.
             if waits:
-                self.clock.callLater(waits.pop(0), self._try, body, events, count, waits, result)
+                self.clock.callLater(waits.pop(0), self._try, body, events, waits, result)
                 return
             self._give_up(events, self._describe(failure))
             self._finish(result, False)
