@@ -658,48 +658,56 @@ FLAGS: tuple[Flag, ...] = (
         "int",
         10000,
         "Events buffered before batching and sending (batch mode of the webhook backend).",
+        implemented=True,
     ),
     _audit(
         "audit-webhook-batch-max-size",
         "int",
         400,
         "Most events in one batch (batch mode of the webhook backend).",
+        implemented=True,
     ),
     _audit(
         "audit-webhook-batch-max-wait",
         "duration",
         30.0,
         "Longest wait before an unfilled batch is sent (batch mode of the webhook backend).",
+        implemented=True,
     ),
     _audit(
         "audit-webhook-batch-throttle-burst",
         "int",
         15,
         "Most batches sent at once when none were sent before (batch mode of the webhook backend).",
+        implemented=True,
     ),
     _audit(
         "audit-webhook-batch-throttle-enable",
         "bool",
         True,
         "Throttle the batches sent (batch mode of the webhook backend).",
+        implemented=True,
     ),
     _audit(
         "audit-webhook-batch-throttle-qps",
         "float",
         10.0,
         "Batches sent per second on average (batch mode of the webhook backend).",
+        implemented=True,
     ),
     _audit(
         "audit-webhook-config-file",
         "string",
         "",
         "kubeconfig-format file describing the audit webhook.",
+        implemented=True,
     ),
     _audit(
         "audit-webhook-initial-backoff",
         "duration",
         10.0,
         "Wait before retrying the first failed request to the audit webhook.",
+        implemented=True,
     ),
     _audit(
         "audit-webhook-mode",
@@ -707,18 +715,21 @@ FLAGS: tuple[Flag, ...] = (
         "batch",
         "How events reach the webhook backend: batch, blocking or blocking-strict (see "
         "--audit-log-mode).",
+        implemented=True,
     ),
     _audit(
         "audit-webhook-truncate-enabled",
         "bool",
         False,
         "Truncate events and batches that are too large (webhook backend).",
+        implemented=True,
     ),
     _audit(
         "audit-webhook-truncate-max-batch-size",
         "int",
         10485760,
         "Largest batch in bytes; larger batches are split (webhook backend).",
+        implemented=True,
     ),
     _audit(
         "audit-webhook-truncate-max-event-size",
@@ -726,12 +737,14 @@ FLAGS: tuple[Flag, ...] = (
         102400,
         "Largest event in bytes; larger events lose request and response objects first, and "
         "are dropped if still too large (webhook backend).",
+        implemented=True,
     ),
     _audit(
         "audit-webhook-version",
         "string",
         "audit.k8s.io/v1",
         "API group and version used to serialize events sent to the webhook.",
+        implemented=True,
     ),
     # ---- Features ---------------------------------------------------------------------------
     _feat(
