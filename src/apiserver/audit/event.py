@@ -38,7 +38,6 @@ CLOSED_EARLY_STATUS: dict[str, Any] = {
     "message": "Connection closed early",
     "code": 200,
 }
-_STATUS_PREFIX = b'{"kind":"Status"'
 _LEVEL_ORDER = {"None": 0, "Metadata": 1, "Request": 2, "RequestResponse": 3}
 
 
@@ -189,9 +188,10 @@ def response_status(code: int, body: bytes | None) -> dict[str, Any]:
     """``responseStatus``: the bounded fields of a Status answer (``LogResponseObject``) with
     the written code, or only the code (``SetEventResponseStatusCode``)."""
     status: dict[str, Any] = {"metadata": {}}
-    if body is not None and body.startswith(_STATUS_PREFIX):
+    # A Status names its kind first (compact or ``?pretty``); other bodies are not parsed.
+    if body is not None and body[:1] == b"{" and b'"Status"' in body[:32]:
         parsed = decode_json_object(body)
-        if isinstance(parsed, dict):
+        if isinstance(parsed, dict) and parsed.get("kind") == "Status":
             for key in ("status", "message", "reason", "details"):
                 value = parsed.get(key)
                 if value:
