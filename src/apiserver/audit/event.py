@@ -14,6 +14,7 @@ does, so a sink may keep it (a batch) while the request goes on.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 from datetime import UTC, datetime
 from typing import Any
@@ -23,7 +24,7 @@ import orjson
 from apiserver.audit.interface import API_VERSION, AuditEvent, Level
 from apiserver.auth.interface import UserInfo
 from apiserver.auth.requestinfo import RequestInfo as ResolvedInfo
-from apiserver.gocompat.timefmt import format_rfc3339_micro
+from apiserver.gocompat.timefmt import format_rfc3339
 from apiserver.http.app import RequestInfo, header_value
 from apiserver.http.request import HTTPRequest
 
@@ -41,9 +42,24 @@ CLOSED_EARLY_STATUS: dict[str, Any] = {
 _LEVEL_ORDER = {"None": 0, "Metadata": 1, "Request": 2, "RequestResponse": 3}
 
 
+_second_cache: list[Any] = [None, ""]
+
+
 def micro_time(seconds: float) -> str:
-    """``metav1.MicroTime`` of a Unix time: RFC 3339, six fraction digits, UTC."""
-    return format_rfc3339_micro(datetime.fromtimestamp(seconds, UTC))
+    """``metav1.MicroTime`` of a Unix time: RFC 3339, six fraction digits, UTC.
+
+    Every request formats two or three of these, mostly within the same second: the
+    whole-second part (Go's RFC 3339 layout) is kept for the last second seen.
+    """
+    whole = int(seconds // 1)
+    micros = round((seconds - whole) * 1_000_000)
+    if micros >= 1_000_000:
+        whole, micros = whole + 1, micros - 1_000_000
+    cache = _second_cache
+    if cache[0] != whole:
+        cache[1] = format_rfc3339(datetime.fromtimestamp(whole, UTC))[:-1]
+        cache[0] = whole
+    return f"{cache[1]}.{micros:06d}Z"
 
 
 def level_at_least(level: Level, other: Level) -> bool:
@@ -59,14 +75,19 @@ def user_agent(request: HTTPRequest) -> str:
     return agent
 
 
-def _parse_ip(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+@functools.lru_cache(maxsize=1024)
+def _parse_ip(text: str) -> str | None:
+    """An address as Go's ``net.ParseIP(...).String()`` prints it, or None if invalid.
+
+    Cached: a server sees the same few peers and proxies again and again.
+    """
     try:
         ip = ipaddress.ip_address(text)
     except ValueError:
         return None
     if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        return ip.ipv4_mapped  # Go prints a v4-mapped address as IPv4
-    return ip
+        return str(ip.ipv4_mapped)  # Go prints a v4-mapped address as IPv4
+    return str(ip)
 
 
 def peer_host(request: HTTPRequest) -> str:
@@ -82,7 +103,8 @@ def peer_host(request: HTTPRequest) -> str:
 def source_ips(request: HTTPRequest) -> list[str]:
     """``utilnet.SourceIPs``: the valid ``X-Forwarded-For`` entries, ``X-Real-Ip`` unless
     already among them, then the peer unless it is the last one already."""
-    ips: list[ipaddress.IPv4Address | ipaddress.IPv6Address] = []
+    # Normalised texts compare as Go's IP.Equal does (v4-mapped addresses are IPv4 here).
+    ips: list[str] = []
     forwarded = header_value(request, b"x-forwarded-for")
     if forwarded:
         for part in forwarded.split(","):
@@ -97,7 +119,7 @@ def source_ips(request: HTTPRequest) -> list[str]:
     remote = _parse_ip(peer_host(request))
     if remote is not None and (not ips or ips[-1] != remote):
         ips.append(remote)
-    return [str(ip) for ip in ips]
+    return ips
 
 
 def user_info(user: UserInfo | None) -> dict[str, Any]:
@@ -120,17 +142,17 @@ def object_ref(resolved: ResolvedInfo) -> dict[str, str] | None:
     """``ObjectReference`` of a resource request (``LogRequestMetadata``), else None."""
     if not resolved.resource_request:
         return None
-    ref: dict[str, str] = {}
-    for key, value in (
-        ("resource", resolved.resource),
-        ("namespace", resolved.namespace),
-        ("name", resolved.name),
-        ("apiGroup", resolved.api_group),
-        ("apiVersion", resolved.api_version),
-        ("subresource", resolved.subresource),
-    ):
-        if value:
-            ref[key] = value
+    ref: dict[str, str] = {"resource": resolved.resource} if resolved.resource else {}
+    if resolved.namespace:
+        ref["namespace"] = resolved.namespace
+    if resolved.name:
+        ref["name"] = resolved.name
+    if resolved.api_group:
+        ref["apiGroup"] = resolved.api_group
+    if resolved.api_version:
+        ref["apiVersion"] = resolved.api_version
+    if resolved.subresource:
+        ref["subresource"] = resolved.subresource
     return ref
 
 
@@ -212,6 +234,7 @@ class AuditRecord:
         "object_ref",
         "omit_managed_fields",
         "received",
+        "received_text",
         "request_object",
         "request_uri",
         "response_object",
@@ -248,6 +271,7 @@ class AuditRecord:
         self.user_agent = user_agent(request)
         self.object_ref = object_ref(resolved) if resolved is not None else None
         self.received = received
+        self.received_text = micro_time(received)
         self.omit_managed_fields = omit_managed_fields
         self.response_status: dict[str, Any] | None = None
         self.request_object: Any = None
@@ -281,19 +305,9 @@ class AuditRecord:
             annotations = self.annotations = {}
         annotations.setdefault(key, value)
 
-    def _authorization_annotations(self) -> None:
-        decided = self.info.authorization
-        if decided is None:
-            return
-        decision, reason = decided
-        if decision:
-            self.add_annotation(DECISION_ANNOTATION, decision)
-        self.add_annotation(REASON_ANNOTATION, reason)
-
     def event(self, stage: str, stage_timestamp: float) -> AuditEvent:
         """The Event of ``stage`` (a new dict each time)."""
         info = self.info
-        self._authorization_annotations()
         event: AuditEvent = {
             "kind": "Event",
             "apiVersion": API_VERSION,
@@ -319,10 +333,20 @@ class AuditRecord:
             event["requestObject"] = self.request_object
         if self.response_object is not None:
             event["responseObject"] = self.response_object
-        event["requestReceivedTimestamp"] = received = micro_time(self.received)
+        event["requestReceivedTimestamp"] = received = self.received_text
         event["stageTimestamp"] = (
             received if stage == "RequestReceived" else micro_time(stage_timestamp)
         )
-        if self.annotations:
-            event["annotations"] = dict(sorted(self.annotations.items()))
+        annotations = self.annotations
+        decided = info.authorization
+        if decided is not None:
+            # WithAuthorization's annotations (a decision only when there is one).
+            annotations = dict(annotations) if annotations else {}
+            decision, reason = decided
+            if decision:
+                annotations.setdefault(DECISION_ANNOTATION, decision)
+            annotations.setdefault(REASON_ANNOTATION, reason)
+        if annotations:
+            # Go marshals a map with its keys sorted.
+            event["annotations"] = dict(sorted(annotations.items()))
         return event

@@ -202,6 +202,9 @@ class AuditStage:
         write = request.write
 
         def audited_write(data: bytes) -> None:
+            # Only the first write matters: then the wrapper goes (it and the request refer
+            # to each other).
+            vars(request).pop("write", None)
             if not record.started:
                 self._response_started(request, record, config, long_running, data)
             write(data)
@@ -209,6 +212,8 @@ class AuditStage:
         request.write = audited_write  # type: ignore[method-assign]
 
         def finished(result: object) -> None:
+            # Drop the wrapper: it and the request refer to each other.
+            vars(request).pop("write", None)
             if not record.started:
                 if isinstance(result, Failure):
                     record.response_status = dict(CLOSED_EARLY_STATUS)
@@ -253,6 +258,7 @@ class AuditStage:
         write = request.write
 
         def audited_write(data: bytes) -> None:
+            vars(request).pop("write", None)
             if not record.started:
                 record.started = True
                 record.response_status = {
