@@ -80,6 +80,7 @@ IMPLEMENTED = {
     "advertise-address",
     "anonymous-auth",
     "api-audiences",
+    "audit-policy-file",
     "authentication-config",
     "authentication-token-webhook-cache-ttl",
     "authentication-token-webhook-config-file",
