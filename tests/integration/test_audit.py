@@ -116,9 +116,12 @@ def test_a_request_mix_in_the_json_log(
     policy = tmp_path / "policy.yaml"
     policy.write_text(POLICY)
     audit_log = tmp_path / "audit" / "audit.log"
+    tokens = tmp_path / "tokens.csv"
+    tokens.write_text("the-token,tina,uid-1\n")
     _, client = launch(
         [
             "--authorization-mode=RBAC",
+            f"--token-auth-file={tokens}",
             f"--audit-policy-file={policy}",
             f"--audit-log-path={audit_log}",
         ]
@@ -136,15 +139,21 @@ def test_a_request_mix_in_the_json_log(
     assert client.request("/healthz", admin)[0] == 200
     forbidden = client.request(EVENTS, nobody, headers={"User-Agent": "audit-it"})
     assert forbidden[0] == 403
+    unauthorized = client.request(EVENTS, None, headers={"Authorization": "Bearer wrong"})
+    assert unauthorized[0] == 401
+    watch = client.request(EVENTS + "?watch=1&timeoutSeconds=1", admin)
+    assert watch[0] == 200
     ids = {
         "create": created[1]["audit-id"],
         "missing": missing[1]["audit-id"],
         "forbidden": forbidden[1]["audit-id"],
+        "watch": watch[1]["audit-id"],
     }
 
     def complete(events: list[dict[str, Any]]) -> bool:
         done = {e["auditID"] for e in events if e.get("stage") == "ResponseComplete"}
-        return set(ids.values()) <= done
+        failed = {e["auditID"] for e in events if e.get("stage") == "ResponseStarted"}
+        return set(ids.values()) <= done and unauthorized[1]["audit-id"] in failed
 
     events = read_events(audit_log, complete)
     by_id: dict[str, list[dict[str, Any]]] = {}
@@ -191,3 +200,29 @@ def test_a_request_mix_in_the_json_log(
     assert refused["responseStatus"]["code"] == 403
     assert refused["responseStatus"]["reason"] == "Forbidden"
     assert refused["annotations"]["authorization.k8s.io/decision"] == "forbid"
+
+    # Refused by authentication: one ResponseStarted, no user, kube's message.
+    assert by_id[unauthorized[1]["audit-id"]] == [
+        {
+            **by_id[unauthorized[1]["audit-id"]][0],
+            "stage": "ResponseStarted",
+            "user": {},
+            "verb": "list",
+            "responseStatus": {
+                "metadata": {},
+                "message": "Authentication failed, attempted: bearer",
+                "code": 401,
+            },
+        }
+    ]
+
+    # A watch: ResponseStarted when the stream starts, ResponseComplete when it ends.
+    watched = by_id[ids["watch"]]
+    assert [e["stage"] for e in watched] == [
+        "RequestReceived",
+        "ResponseStarted",
+        "ResponseComplete",
+    ]
+    assert watched[1]["verb"] == "watch"
+    assert watched[1]["responseStatus"] == {"metadata": {}, "code": 200}
+    assert watched[2]["stageTimestamp"] >= watched[1]["stageTimestamp"]
