@@ -27,6 +27,9 @@ post-start hooks, and tears down in the opposite order):
     the object-count and database-size pollers, once storage is ready.
 ``http2``
     the process-wide HTTP/2 connection class (unless ``--disable-http2-serving``).
+``audit-log``, ``audit-webhook``
+    the audit backends (:mod:`apiserver.audit.build`), when a policy and a backend are
+    configured: started before the listener, drained after it.
 ``serving-certs``
     the self-signed pair in ``--cert-dir`` when no certificate is given, and the TLS context.
 ``listener``
@@ -58,6 +61,7 @@ from twisted.python.failure import Failure
 
 from apiserver.api.events.rest import BASE, GR, EventsAPI
 from apiserver.api.tokenrequest import install_token_request
+from apiserver.audit.build import build_audit
 from apiserver.auth import build_auth
 from apiserver.auth.authn import install_authn_routes
 from apiserver.discovery import install_discovery, runtime_config_enables_events
@@ -80,7 +84,7 @@ from apiserver.http.request import HTTPRequest
 from apiserver.http.response import Response
 from apiserver.http.site import ApiSite
 from apiserver.logs import LogFlushService
-from apiserver.metrics import Metrics, StorageMetricsPoller
+from apiserver.metrics import AuditRecorder, Metrics, StorageMetricsPoller
 from apiserver.openapi import install_openapi
 from apiserver.options import ServerConfig, ineffective_flags
 from apiserver.registry.store import Registry
@@ -267,6 +271,11 @@ class Server:
         )
         self.metrics = Metrics(disabled=config.disabled_metrics or ())
         auth_stages = self.auth_stages = build_auth(config, reactor, self.store)
+        # Audit (--audit-policy-file): a bad policy stops start-up here (a ValueError).
+        self.audit = build_audit(config, reactor, AuditRecorder(self.metrics))
+        audit_stage = self.audit.stage if self.audit is not None else None
+        if audit_stage is not None:
+            auth_stages.authentication.on_failure = audit_stage.authentication_failed
         self.app = build_handler_chain(
             self.router,
             clock,
@@ -274,6 +283,7 @@ class Server:
             gate=self.lifecycle,
             metrics=self.metrics,
             auth=auth_stages,
+            audit=audit_stage,
         )
         self.root.add(PartsService("auth-reload", auth_stages.background))
         self.router.add("/metrics", self.metrics.handler(profiling=bool(config.profiling)))
@@ -291,6 +301,10 @@ class Server:
         )
         if not config.disable_http2_serving:
             self.root.add(Http2Service(config.http2_max_streams_per_connection, configure_http2))
+        # Audit backends start before the listener and are drained after it stops.
+        if self.audit is not None:
+            for service in self.audit.services():
+                self.root.add(service)
         self.serving = ServingCertService(config)
         self.root.add(self.serving)
         self.site = ApiSite(self.app, log_requests=policy.log_requests, reactor=reactor)

@@ -68,8 +68,9 @@ class AuditMetrics(Protocol):
     """What backends and the filter record (``pkg/audit/metrics.go``)."""
 
     def event(self, level: Level) -> None:
-        """One event generated: ``apiserver_audit_event_total`` and
-        ``apiserver_audit_level_total{level}``."""
+        """One event sent to the backends: ``apiserver_audit_event_total`` (``ObserveEvent``).
+        ``apiserver_audit_level_total{level}`` counts requests, not events (1 per request,
+        None included: ``ObservePolicyLevel``); the filter records it (``policy_level``)."""
 
     def error(self, plugin: str, count: int) -> None:
         """``count`` events a backend failed to write or dropped:
@@ -90,6 +91,9 @@ class NoMetrics:
         pass
 
     def rejected(self) -> None:
+        pass
+
+    def policy_level(self, level: Level) -> None:
         pass
 
 

@@ -234,6 +234,16 @@ class Authentication:
                 + [p.lower().encode("latin-1") for p in request_header_prefixes]
             )
         )
+        #: Called before a 401 is answered (the audit of failed authentication,
+        #: ``WithFailedAuthenticationAudit`` in k8s.io/apiserver pkg/endpoints/filters/
+        #: authn_audit.go); None when audit is off.
+        self.on_failure: Callable[[HTTPRequest, HTTPRequestInfo], None] | None = None
+
+    def _unauthorized(self, request: HTTPRequest, info: HTTPRequestInfo) -> Response:
+        on_failure = self.on_failure
+        if on_failure is not None:
+            on_failure(request, info)
+        return unauthorized_response(request, info)
 
     def __call__(self, request: HTTPRequest, info: HTTPRequestInfo) -> Verdict:
         authenticator = self.authenticator
@@ -243,10 +253,10 @@ class Authentication:
             result = authenticator.authenticate(request)
         except AuthenticationError as error:
             log.debug("Unable to authenticate the request: {error}", error=error)
-            return unauthorized_response(request, info)
+            return self._unauthorized(request, info)
         except Exception:
             log.failure("authenticator failed")
-            return unauthorized_response(request, info)
+            return self._unauthorized(request, info)
         if isinstance(result, Deferred):
             return result.addCallbacks(
                 self._authenticated,
@@ -263,7 +273,7 @@ class Authentication:
             log.debug("Unable to authenticate the request: {error}", error=failure.value)
         else:
             log.failure("authenticator failed", failure)
-        return unauthorized_response(request, info)
+        return self._unauthorized(request, info)
 
     def _authenticated(
         self, result: AuthResult | None, request: HTTPRequest, info: HTTPRequestInfo
@@ -272,7 +282,7 @@ class Authentication:
             # anonymous.go: the anonymous authenticator, last in the union.
             anonymous = self.anonymous
             if not (anonymous(info.path) if callable(anonymous) else anonymous):
-                return unauthorized_response(request, info)
+                return self._unauthorized(request, info)
             user = ANONYMOUS_USER
         else:
             audiences = self.api_audiences
@@ -282,7 +292,7 @@ class Authentication:
                     wanted=sorted(audiences),
                     got=list(result.audiences),
                 )
-                return unauthorized_response(request, info)
+                return self._unauthorized(request, info)
             user = result.user
         info.user = info.authenticated_user = user
         # Drop the credentials and front-proxy headers, and note Impersonate-* ones, in one

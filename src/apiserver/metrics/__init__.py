@@ -130,6 +130,32 @@ class Metrics:
             "Total size of the storage database file physically allocated in bytes.",
             ("endpoint",),
         )
+        # Audit (k8s.io/apiserver pkg/audit/metrics.go), recorded through AuditRecorder.
+        self.audit_events = self._make(
+            Counter,
+            "apiserver_audit_event_total",
+            "Counter of audit events generated and sent to the audit backend.",
+            (),
+        )
+        self.audit_errors = self._make(
+            Counter,
+            "apiserver_audit_error_total",
+            "Counter of audit events that failed to be audited properly. "
+            "Plugin identifies the plugin affected by the error.",
+            ("plugin",),
+        )
+        self.audit_levels = self._make(
+            Counter,
+            "apiserver_audit_level_total",
+            "Counter of policy levels for audit events (1 per request).",
+            ("level",),
+        )
+        self.audit_rejected = self._make(
+            Counter,
+            "apiserver_audit_requests_rejected_total",
+            "Counter of apiserver requests rejected due to an error in audit logging backend.",
+            (),
+        )
         self._inflight = {"readOnly": 0, "mutating": 0}
         # prometheus-client's ``labels()`` validates and locks on every call; the children
         # are fixed per label set (their number is the metric's cardinality), so they are
@@ -199,6 +225,43 @@ class Metrics:
             if clear is not None:
                 clear()
         self._children.clear()
+
+
+class AuditRecorder:
+    """The audit metrics of :class:`Metrics` (``apiserver.audit.interface.AuditMetrics``, and
+    the filter's per-request ``policy_level``), as ``pkg/audit/metrics.go`` records them.
+    Label children are looked up once per value (four levels, two plugins).
+    """
+
+    def __init__(self, metrics: Metrics) -> None:
+        self._events = metrics.audit_events
+        self._errors = metrics.audit_errors
+        self._rejected = metrics.audit_rejected
+        self._level_metric = metrics.audit_levels
+        self._levels: dict[str, Any] = {}
+        self._plugins: dict[str, Any] = {}
+
+    def event(self, level: str) -> None:
+        """``ObserveEvent``: one event sent to the backends."""
+        self._events.inc()
+
+    def policy_level(self, level: str) -> None:
+        """``ObservePolicyLevel``: one request's level, None included."""
+        child = self._levels.get(level)
+        if child is None:
+            child = self._levels[level] = self._level_metric.labels(level)
+        child.inc()
+
+    def error(self, plugin: str, count: int) -> None:
+        """``HandlePluginError``: ``count`` events a backend failed to write or dropped."""
+        child = self._plugins.get(plugin)
+        if child is None:
+            child = self._plugins[plugin] = self._errors.labels(plugin)
+        child.inc(count)
+
+    def rejected(self) -> None:
+        """A request failed because its audit record could not be stored."""
+        self._rejected.inc()
 
 
 def _parts(info: RequestInfo) -> list[str]:

@@ -652,6 +652,7 @@ FLAGS: tuple[Flag, ...] = (
         "string",
         "",
         "Audit policy file. Without it nothing is audited.",
+        implemented=True,
     ),
     _audit(
         "audit-webhook-batch-buffer-size",

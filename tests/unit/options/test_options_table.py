@@ -110,6 +110,7 @@ IMPLEMENTED = {
     "audit-webhook-truncate-max-batch-size",
     "audit-webhook-truncate-max-event-size",
     "audit-webhook-version",
+    "audit-policy-file",
     "authentication-config",
     "authentication-token-webhook-cache-ttl",
     "authentication-token-webhook-config-file",

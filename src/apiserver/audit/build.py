@@ -1,0 +1,118 @@
+"""Audit, assembled from the command line: the policy, the backends and the chain's stage.
+
+Follows k8s.io/apiserver ``pkg/server/options/audit.go`` (``AuditOptions.ApplyTo``): the
+policy file is read and validated first (a bad one stops start-up, naming the file); without
+``--audit-policy-file`` nothing is audited and no backend is built; the log and webhook
+backends are joined (``union``); with a policy but no backend there is no audit stage either
+(``WithAudit`` returns the handler unchanged when the sink is nil).
+
+Building has no side effects: each backend is wrapped in an :class:`AuditSinkService` that the
+server adds to its service tree before the listener, so backends start before the first
+request and are drained (``Sink.shutdown``) after the last one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import attrs
+from twisted.application.service import Service
+from twisted.internet.defer import Deferred, maybeDeferred
+from twisted.logger import Logger
+
+from apiserver.audit.filter import AuditStage, FilterMetrics
+from apiserver.audit.interface import Sink
+from apiserver.audit.policy import Policy, load_policy_file
+
+if TYPE_CHECKING:
+    from apiserver.options.config import ServerConfig
+
+log = Logger()
+
+BackendFactory = Callable[[Any, Any, Any], "Sink | None"]
+
+
+class AuditSinkService(Service):
+    """One backend as a child of the service tree (``audit-<plugin>``): ``start`` when the
+    tree starts, ``shutdown`` (delivering what is queued) when it stops, waited for."""
+
+    def __init__(self, sink: Sink) -> None:
+        self.sink = sink
+        self.name = f"audit-{sink.name}"
+
+    def startService(self) -> None:
+        super().startService()
+        self.sink.start()
+
+    def stopService(self) -> Deferred[None]:
+        super().stopService()
+
+        def failed(failure: Any) -> None:
+            log.failure("audit backend {name} failed to shut down", failure, name=self.sink.name)
+
+        return maybeDeferred(self.sink.shutdown).addErrback(failed)
+
+
+@attrs.frozen
+class Audit:
+    """What :func:`build_audit` gives the server."""
+
+    policy: Policy
+    #: The chain's ``audit=`` stage; None when no backend is configured.
+    stage: AuditStage | None
+    sinks: tuple[Sink, ...]
+
+    def services(self) -> list[AuditSinkService]:
+        return [AuditSinkService(sink) for sink in self.sinks]
+
+
+def _factory(module: str, name: str) -> BackendFactory | None:
+    """A backend factory, imported when audit is configured.
+
+    Tolerates a backend module that is not in the tree yet (the log and webhook backends
+    land separately from this module); any other import problem is raised.
+    """
+    import importlib
+
+    try:
+        loaded = importlib.import_module(module)
+    except ModuleNotFoundError as error:
+        if error.name != module:
+            raise
+        return None
+    factory: BackendFactory = getattr(loaded, name)
+    return factory
+
+
+def build_audit(config: ServerConfig, reactor: Any, metrics: FilterMetrics) -> Audit | None:
+    """The policy, the backends and the stage; None without ``--audit-policy-file``.
+
+    Raises ``ValueError`` (naming the file) for a policy that cannot be used, and whatever
+    the backends raise for their own configuration (a bad kubeconfig).
+    """
+    path = config.audit_policy_file
+    if not path:
+        if config.audit_log_path or config.audit_webhook_config_file:
+            log.info("No audit policy file provided, no events will be recorded")
+        return None
+    policy = load_policy_file(path)
+    sinks: list[Sink] = []
+    if config.audit_log_path:
+        build_log = _factory("apiserver.audit.log", "build_log_backend")
+        if build_log is None:
+            log.warn("--audit-log-path: the log backend is not part of this build")
+        else:
+            sink = build_log(config, reactor, metrics)
+            if sink is not None:
+                sinks.append(sink)
+    if config.audit_webhook_config_file:
+        build_webhook = _factory("apiserver.audit.webhook", "build_webhook_backend")
+        if build_webhook is None:
+            log.warn("--audit-webhook-config-file: the webhook backend is not part of this build")
+        else:
+            sink = build_webhook(config, reactor, metrics)
+            if sink is not None:
+                sinks.append(sink)
+    stage = AuditStage(policy, sinks, reactor, metrics) if sinks else None
+    return Audit(policy, stage, tuple(sinks))

@@ -1,0 +1,352 @@
+"""One request's ``audit.k8s.io/v1`` Event, filled as kube-apiserver fills it.
+
+Follows k8s.io/apiserver ``pkg/audit/request.go`` (``LogRequestMetadata``,
+``LogRequestObject``, ``LogResponseObject``, ``maybeTruncateUserAgent``), ``pkg/audit/
+context.go`` (``ProcessEventStage``: the stage timestamp of ``RequestReceived`` is the
+received timestamp, the others the time of the stage; ``LogResponseObject`` copies the bounded
+fields of a Status answer) and k8s.io/apimachinery ``pkg/util/net/http.go`` (``SourceIPs``).
+
+:class:`AuditRecord` is the per-request state (Go's ``AuditContext``); :meth:`AuditRecord.event`
+renders it for one stage as a fresh dict whose keys are in the order Go's encoder writes the
+``Event`` struct (``pkg/apis/audit/v1/types.go``), optional fields left out as ``omitempty``
+does, so a sink may keep it (a batch) while the request goes on.
+"""
+
+from __future__ import annotations
+
+import functools
+import ipaddress
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+
+from apiserver.audit.interface import API_VERSION, AuditEvent, Level
+from apiserver.auth.interface import UserInfo
+from apiserver.auth.requestinfo import RequestInfo as ResolvedInfo
+from apiserver.gocompat.timefmt import format_rfc3339
+from apiserver.http.app import RequestInfo, header_value
+from apiserver.http.request import HTTPRequest
+
+MAX_USER_AGENT_LENGTH = 1024
+USER_AGENT_TRUNCATE_SUFFIX = "...TRUNCATED"
+DECISION_ANNOTATION = "authorization.k8s.io/decision"
+REASON_ANNOTATION = "authorization.k8s.io/reason"
+#: ``Status`` of a request that ended without an answer (``WithAudit``'s fakedSuccessStatus).
+CLOSED_EARLY_STATUS: dict[str, Any] = {
+    "metadata": {},
+    "status": "Success",
+    "message": "Connection closed early",
+    "code": 200,
+}
+_LEVEL_ORDER = {"None": 0, "Metadata": 1, "Request": 2, "RequestResponse": 3}
+
+
+_second_cache: list[Any] = [None, ""]
+
+
+def micro_time(seconds: float) -> str:
+    """``metav1.MicroTime`` of a Unix time: RFC 3339, six fraction digits, UTC.
+
+    Every request formats two or three of these, mostly within the same second: the
+    whole-second part (Go's RFC 3339 layout) is kept for the last second seen.
+    """
+    whole = int(seconds // 1)
+    micros = round((seconds - whole) * 1_000_000)
+    if micros >= 1_000_000:
+        whole, micros = whole + 1, micros - 1_000_000
+    cache = _second_cache
+    if cache[0] != whole:
+        cache[1] = format_rfc3339(datetime.fromtimestamp(whole, UTC))[:-1]
+        cache[0] = whole
+    return f"{cache[1]}.{micros:06d}Z"
+
+
+def level_at_least(level: Level, other: Level) -> bool:
+    """``!level.Less(other)``."""
+    return _LEVEL_ORDER[level] >= _LEVEL_ORDER[other]
+
+
+def user_agent(request: HTTPRequest) -> str:
+    """``maybeTruncateUserAgent``: at most 1024 characters, then ``...TRUNCATED``."""
+    agent = header_value(request, b"user-agent")
+    if len(agent) > MAX_USER_AGENT_LENGTH:
+        agent = agent[:MAX_USER_AGENT_LENGTH] + USER_AGENT_TRUNCATE_SUFFIX
+    return agent
+
+
+@functools.lru_cache(maxsize=1024)
+def _parse_ip(text: str) -> str | None:
+    """An address as Go's ``net.ParseIP(...).String()`` prints it, or None if invalid.
+
+    Cached: a server sees the same few peers and proxies again and again.
+    """
+    try:
+        ip = ipaddress.ip_address(text)
+    except ValueError:
+        return None
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        return str(ip.ipv4_mapped)  # Go prints a v4-mapped address as IPv4
+    return str(ip)
+
+
+def peer_host(request: HTTPRequest) -> str:
+    """The connection's peer address (Go's ``RemoteAddr`` without the port), or ""."""
+    client = getattr(request, "client", None)
+    if client is None:
+        get_client = getattr(request, "getClientAddress", None)
+        client = get_client() if get_client is not None else None
+    host = getattr(client, "host", None)
+    return host if isinstance(host, str) else ""
+
+
+def source_ips(request: HTTPRequest) -> list[str]:
+    """``utilnet.SourceIPs``: the valid ``X-Forwarded-For`` entries, ``X-Real-Ip`` unless
+    already among them, then the peer unless it is the last one already."""
+    # Normalised texts compare as Go's IP.Equal does (v4-mapped addresses are IPv4 here).
+    ips: list[str] = []
+    forwarded = header_value(request, b"x-forwarded-for")
+    if forwarded:
+        for part in forwarded.split(","):
+            ip = _parse_ip(part.strip())
+            if ip is not None:
+                ips.append(ip)
+    real = header_value(request, b"x-real-ip")
+    if real:
+        ip = _parse_ip(real)
+        if ip is not None and ip not in ips:
+            ips.append(ip)
+    remote = _parse_ip(peer_host(request))
+    if remote is not None and (not ips or ips[-1] != remote):
+        ips.append(remote)
+    return ips
+
+
+def user_info(user: UserInfo | None) -> dict[str, Any]:
+    """``authenticationv1.UserInfo`` as JSON: every field ``omitempty`` (``{}`` for none)."""
+    if user is None:
+        return {}
+    result: dict[str, Any] = {}
+    if user.name:
+        result["username"] = user.name
+    if user.uid:
+        result["uid"] = user.uid
+    if user.groups:
+        result["groups"] = list(user.groups)
+    if user.extra:
+        result["extra"] = {key: list(values) for key, values in sorted(user.extra.items())}
+    return result
+
+
+def object_ref(resolved: ResolvedInfo) -> dict[str, str] | None:
+    """``ObjectReference`` of a resource request (``LogRequestMetadata``), else None."""
+    if not resolved.resource_request:
+        return None
+    ref: dict[str, str] = {"resource": resolved.resource} if resolved.resource else {}
+    if resolved.namespace:
+        ref["namespace"] = resolved.namespace
+    if resolved.name:
+        ref["name"] = resolved.name
+    if resolved.api_group:
+        ref["apiGroup"] = resolved.api_group
+    if resolved.api_version:
+        ref["apiVersion"] = resolved.api_version
+    if resolved.subresource:
+        ref["subresource"] = resolved.subresource
+    return ref
+
+
+_REF_ORDER = (
+    "resource",
+    "namespace",
+    "name",
+    "uid",
+    "apiGroup",
+    "apiVersion",
+    "resourceVersion",
+    "subresource",
+)
+
+
+def enrich_object_ref(ref: dict[str, str], obj: Any) -> dict[str, str]:
+    """``LogRequestObject``: what the request object's metadata adds to an empty field."""
+    metadata = obj.get("metadata") if isinstance(obj, dict) else None
+    if not isinstance(metadata, dict):
+        return ref
+    merged = dict(ref)
+    for key in ("namespace", "name", "uid", "resourceVersion"):
+        value = metadata.get(key)
+        if not merged.get(key) and isinstance(value, str) and value:
+            merged[key] = value
+    return {key: merged[key] for key in _REF_ORDER if key in merged}
+
+
+def without_managed_fields(obj: Any) -> Any:
+    """``copyWithoutManagedFields``: a copy without ``metadata.managedFields`` (of the object,
+    or of each list item)."""
+    if not isinstance(obj, dict):
+        return obj
+    copy = dict(obj)
+    metadata = copy.get("metadata")
+    if isinstance(metadata, dict) and "managedFields" in metadata:
+        copy["metadata"] = {k: v for k, v in metadata.items() if k != "managedFields"}
+    items = copy.get("items")
+    if isinstance(items, list):
+        copy["items"] = [without_managed_fields(item) for item in items]
+    return copy
+
+
+def decode_json_object(body: bytes) -> Any:
+    """A JSON body as values, or None when it is empty or not JSON (YAML, protobuf)."""
+    if not body or body[:1] != b"{":
+        return None
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return None
+
+
+def response_status(code: int, body: bytes | None) -> dict[str, Any]:
+    """``responseStatus``: the bounded fields of a Status answer (``LogResponseObject``) with
+    the written code, or only the code (``SetEventResponseStatusCode``)."""
+    status: dict[str, Any] = {"metadata": {}}
+    # A Status names its kind first (compact or ``?pretty``); other bodies are not parsed.
+    if body is not None and body[:1] == b"{" and b'"Status"' in body[:32]:
+        parsed = decode_json_object(body)
+        if isinstance(parsed, dict) and parsed.get("kind") == "Status":
+            for key in ("status", "message", "reason", "details"):
+                value = parsed.get(key)
+                if value:
+                    status[key] = value
+    if code:
+        status["code"] = code
+    return status
+
+
+class AuditRecord:
+    """One request's audit state (``AuditContext``), rendered per stage by :meth:`event`."""
+
+    __slots__ = (
+        "annotations",
+        "audit_id",
+        "info",
+        "level",
+        "object_ref",
+        "omit_managed_fields",
+        "received",
+        "received_text",
+        "request_object",
+        "request_uri",
+        "response_object",
+        "response_status",
+        "source_ips",
+        "started",
+        "user",
+        "user_agent",
+        "verb",
+    )
+
+    def __init__(
+        self,
+        request: HTTPRequest,
+        info: RequestInfo,
+        level: Level,
+        received: float,
+        *,
+        omit_managed_fields: bool = False,
+        user: UserInfo | None = None,
+    ) -> None:
+        """``LogRequestMetadata``; ``user`` is the authenticated user (None after a failed
+        authentication, which the event shows as ``{}``)."""
+        self.level: Level = level
+        self.info = info
+        audit_id = request.responseHeaders.getRawHeaders(b"audit-id")
+        self.audit_id = audit_id[0].decode("latin-1") if audit_id else ""
+        self.request_uri = request.uri.decode("utf-8", "replace")
+        resolved = info.resolved
+        # Non-resource requests: the lower-cased HTTP method (NewRequestInfo).
+        self.verb = resolved.verb if resolved is not None else info.method.lower()
+        self.user = user_info(user)
+        self.source_ips = source_ips(request)
+        self.user_agent = user_agent(request)
+        self.object_ref = object_ref(resolved) if resolved is not None else None
+        self.received = received
+        self.received_text = micro_time(received)
+        self.omit_managed_fields = omit_managed_fields
+        self.response_status: dict[str, Any] | None = None
+        self.request_object: Any = None
+        self.response_object: Any = None
+        self.annotations: dict[str, str] | None = None
+        #: True once the answer's code is known (``auditResponseWriter.processCode``).
+        self.started = False
+
+    def log_request_object(self, obj: Any) -> None:
+        """``LogRequestObject``: fill the object reference, keep the object at Request+."""
+        if self.omit_managed_fields:
+            obj = without_managed_fields(obj)
+        self.object_ref = enrich_object_ref(self.object_ref or {}, obj)
+        if level_at_least(self.level, "Request"):
+            self.request_object = obj
+
+    def log_response(self, code: int, body: bytes | None) -> None:
+        """The answer's code and Status, and at RequestResponse its object."""
+        self.started = True
+        self.response_status = response_status(code, body)
+        if body is not None and self.level == "RequestResponse":
+            obj = decode_json_object(body)
+            if obj is not None and self.omit_managed_fields:
+                obj = without_managed_fields(obj)
+            self.response_object = obj
+
+    def add_annotation(self, key: str, value: str) -> None:
+        """``AddAuditAnnotation``: a key keeps its first value."""
+        annotations = self.annotations
+        if annotations is None:
+            annotations = self.annotations = {}
+        annotations.setdefault(key, value)
+
+    def event(self, stage: str, stage_timestamp: float) -> AuditEvent:
+        """The Event of ``stage`` (a new dict each time)."""
+        info = self.info
+        event: AuditEvent = {
+            "kind": "Event",
+            "apiVersion": API_VERSION,
+            "level": self.level,
+            "auditID": self.audit_id,
+            "stage": stage,
+            "requestURI": self.request_uri,
+            "verb": self.verb,
+            "user": self.user,
+        }
+        impersonated = info.impersonated_user
+        if impersonated is not None:
+            event["impersonatedUser"] = user_info(impersonated)
+        if self.source_ips:
+            event["sourceIPs"] = self.source_ips
+        if self.user_agent:
+            event["userAgent"] = self.user_agent
+        if self.object_ref is not None:
+            event["objectRef"] = self.object_ref
+        if self.response_status is not None:
+            event["responseStatus"] = self.response_status
+        if self.request_object is not None:
+            event["requestObject"] = self.request_object
+        if self.response_object is not None:
+            event["responseObject"] = self.response_object
+        event["requestReceivedTimestamp"] = received = self.received_text
+        event["stageTimestamp"] = (
+            received if stage == "RequestReceived" else micro_time(stage_timestamp)
+        )
+        annotations = self.annotations
+        decided = info.authorization
+        if decided is not None:
+            # WithAuthorization's annotations (a decision only when there is one).
+            annotations = dict(annotations) if annotations else {}
+            decision, reason = decided
+            if decision:
+                annotations.setdefault(DECISION_ANNOTATION, decision)
+            annotations.setdefault(REASON_ANNOTATION, reason)
+        if annotations:
+            # Go marshals a map with its keys sorted.
+            event["annotations"] = dict(sorted(annotations.items()))
+        return event

@@ -1,0 +1,304 @@
+"""The audit stage of the handler chain (the ``audit=`` slot of ``build_handler_chain``).
+
+Follows k8s.io/apiserver ``pkg/endpoints/filters/audit.go`` (``WithAudit``) and
+``authn_audit.go`` (``WithFailedAuthenticationAudit``):
+
+1. The policy decides the level from the authenticated user and the resolved request info
+   (``apiserver_audit_level_total{level}`` counts every request, None included). Level None:
+   nothing else happens, the request goes on at the cost of one policy evaluation.
+2. ``RequestReceived`` is sent with the received time as its stage time. A sink that refuses
+   it (blocking-strict mode answers False) fails the request with a 500, text/plain
+   ``Internal Server Error: "<uri>": failed to store audit event``, counted in
+   ``apiserver_audit_requests_rejected_total``; nothing else is sent for that request.
+3. The answer's code (and, for a Status answer, its status, message, reason and details) is
+   noted when the response starts; a long-running request (watch) sends ``ResponseStarted``
+   then.
+4. ``ResponseComplete`` is sent when the request finishes (``notifyFinish``). A request that
+   ends with nothing written records ``{"code":200,"status":"Success","message":"Connection
+   closed early"}`` (and a long-running one sends the missing ``ResponseStarted`` first).
+5. A request refused by authentication sends only ``ResponseStarted``, with user ``{}``, code
+   401 and ``Authentication failed, attempted: <methods>`` or ``Authentication failed, no
+   credentials provided`` (:meth:`AuditStage.authentication_failed`, the hook of
+   :class:`apiserver.auth.filter.Authentication`).
+
+Stages the policy omits (``omitStages``) are not sent. Each event is a new dict
+(:meth:`apiserver.audit.event.AuditRecord.event`); every sink gets it, and the request's
+answer at ``RequestReceived`` is True only if every sink accepted it (the union backend,
+``pkg/audit/union.go``).
+
+How the answer is observed: the stage replaces ``request.write`` on the request object for
+that request only (audited requests pay for it, others do not), because the chain writes every
+answer, and watch streams their chunks, through it.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Sequence
+from typing import Protocol
+
+from twisted.internet.defer import Deferred, gatherResults
+from twisted.internet.interfaces import IReactorTime
+from twisted.logger import Logger
+from twisted.python.failure import Failure
+
+from apiserver.audit.event import (
+    CLOSED_EARLY_STATUS,
+    AuditRecord,
+    decode_json_object,
+    level_at_least,
+)
+from apiserver.audit.interface import AuditMetrics, Level, Sink
+from apiserver.audit.policy import AuditConfig, Policy
+from apiserver.auth.filter import internal_error_response
+from apiserver.http.app import RequestInfo, Verdict, header_value
+from apiserver.http.request import HTTPRequest
+from apiserver.http.response import Response
+from apiserver.tls.peercert import peer_certificate
+
+log = Logger()
+
+STORE_FAILED = "failed to store audit event"
+#: Verbs whose body is the object (``LogRequestObject`` in handlers/create.go, update.go):
+#: it fills the object reference at every level and is kept from Request on.
+_OBJECT_VERBS = frozenset({"create", "update"})
+#: Verbs whose body is kept from Request on (a patch, DeleteOptions).
+_BODY_VERBS = frozenset({"patch", "delete", "deletecollection"})
+
+
+class FilterMetrics(AuditMetrics, Protocol):
+    """:class:`AuditMetrics` and the per-request policy level (``ObservePolicyLevel``)."""
+
+    def policy_level(self, level: Level) -> None: ...
+
+
+def auth_methods_message(request: HTTPRequest, query: dict[bytes, list[bytes]]) -> str:
+    """``getAuthMethods`` (authn_audit.go): the credentials a refused request carried."""
+    methods: list[str] = []
+    authorization = header_value(request, b"authorization").strip()
+    if _is_basic(authorization):
+        methods.append("basic")
+    parts = authorization.split(" ")
+    if len(parts) > 1 and parts[0].lower() == "bearer":
+        methods.append("bearer")
+    tokens = query.get(b"access_token")
+    if tokens and tokens[0].strip():
+        methods.append("access_token")
+    if peer_certificate(request) is not None:
+        methods.append("x509")
+    if methods:
+        return "Authentication failed, attempted: " + ", ".join(methods)
+    return "Authentication failed, no credentials provided"
+
+
+def _is_basic(authorization: str) -> bool:
+    # net/http Request.BasicAuth: "Basic " (any case), base64 of "user:password".
+    if len(authorization) < 6 or authorization[:6].lower() != "basic ":
+        return False
+    try:
+        decoded = base64.b64decode(authorization[6:], validate=True)
+    except (binascii.Error, ValueError):
+        return False
+    return b":" in decoded
+
+
+class AuditStage:
+    """``WithAudit`` as a :class:`~apiserver.http.app.Filter` (see the module docstring).
+
+    ``clock.seconds()`` gives the received and stage times. Built only when a policy is
+    loaded and at least one sink exists (kube-apiserver: ``if sink == nil || policy == nil
+    { return handler }``), so a server without audit has no stage at all.
+    """
+
+    def __init__(
+        self,
+        policy: Policy,
+        sinks: Sequence[Sink],
+        clock: IReactorTime,
+        metrics: FilterMetrics,
+    ) -> None:
+        self.policy = policy
+        self.sinks = tuple(sinks)
+        self.clock = clock
+        self.metrics = metrics
+
+    # --- the stage ------------------------------------------------------------------------
+
+    def __call__(self, request: HTTPRequest, info: RequestInfo, /) -> Verdict:
+        resolved = info.resolved
+        if resolved is None:
+            return None
+        config = self.policy.evaluate(info.user, resolved)
+        level = config.level
+        self.metrics.policy_level(level)
+        if level == "None":
+            return None
+        record = AuditRecord(
+            request,
+            info,
+            level,
+            self.clock.seconds(),
+            omit_managed_fields=config.omit_managed_fields,
+            user=info.authenticated_user or info.user,
+        )
+        self._read_request_object(request, record, level)
+        accepted = self._send(record, config, "RequestReceived")
+        if accepted is True:
+            self._observe(request, record, config, info.long_running)
+            return None
+        if accepted is False:
+            return self._rejected(request)
+        return accepted.addCallback(self._received, request, record, config, info.long_running)
+
+    def _received(
+        self,
+        accepted: bool,
+        request: HTTPRequest,
+        record: AuditRecord,
+        config: AuditConfig,
+        long_running: bool,
+    ) -> Response | None:
+        if not accepted:
+            return self._rejected(request)
+        self._observe(request, record, config, long_running)
+        return None
+
+    def _rejected(self, request: HTTPRequest) -> Response:
+        self.metrics.rejected()
+        log.error("failed to store audit event for {uri}", uri=request.uri)
+        return internal_error_response(request, STORE_FAILED)
+
+    def _read_request_object(self, request: HTTPRequest, record: AuditRecord, level: Level) -> None:
+        """The body as the handler will decode it: JSON only (the REST layer's default)."""
+        verb = record.verb
+        if verb not in _OBJECT_VERBS and not (
+            verb in _BODY_VERBS and level_at_least(level, "Request")
+        ):
+            return
+        resolved = record.info.resolved
+        content = request.content
+        if resolved is None or not resolved.resource_request or content is None:
+            return
+        try:
+            position = content.tell()
+            content.seek(0)
+            body = content.read()
+            content.seek(position)
+        except (OSError, ValueError):
+            return
+        obj = decode_json_object(body)
+        if obj is not None:
+            record.log_request_object(obj)
+
+    def _observe(
+        self,
+        request: HTTPRequest,
+        record: AuditRecord,
+        config: AuditConfig,
+        long_running: bool,
+    ) -> None:
+        """Note the answer when it starts; send ResponseComplete when the request ends."""
+        write = request.write
+
+        def audited_write(data: bytes) -> None:
+            # Only the first write matters: then the wrapper goes (it and the request refer
+            # to each other).
+            vars(request).pop("write", None)
+            if not record.started:
+                self._response_started(request, record, config, long_running, data)
+            write(data)
+
+        request.write = audited_write  # type: ignore[method-assign]
+
+        def finished(result: object) -> None:
+            # Drop the wrapper: it and the request refer to each other.
+            vars(request).pop("write", None)
+            if not record.started:
+                if isinstance(result, Failure):
+                    record.response_status = dict(CLOSED_EARLY_STATUS)
+                    record.started = True
+                    if long_running:
+                        self._send(record, config, "ResponseStarted")
+                else:
+                    # Answered without a body (204, HEAD): the code was still written.
+                    self._response_started(request, record, config, long_running, None)
+            self._send(record, config, "ResponseComplete")
+
+        request.notifyFinish().addBoth(finished)
+
+    def _response_started(
+        self,
+        request: HTTPRequest,
+        record: AuditRecord,
+        config: AuditConfig,
+        long_running: bool,
+        data: bytes | None,
+    ) -> None:
+        # A long-running answer streams: only its code is noted (kube logs no object).
+        record.log_response(request.code, None if long_running else data)
+        if long_running:
+            self._send(record, config, "ResponseStarted")
+
+    # --- failed authentication --------------------------------------------------------------
+
+    def authentication_failed(self, request: HTTPRequest, info: RequestInfo) -> None:
+        """``WithFailedAuthenticationAudit``: called by the authentication stage before it
+        answers 401; the answer's start sends the one ``ResponseStarted`` event."""
+        resolved = info.resolved
+        if resolved is None:
+            return
+        config = self.policy.evaluate(None, resolved)
+        level = config.level
+        self.metrics.policy_level(level)
+        if level == "None":
+            return
+        record = AuditRecord(request, info, level, self.clock.seconds())
+        message = auth_methods_message(request, info.query)
+        write = request.write
+
+        def audited_write(data: bytes) -> None:
+            vars(request).pop("write", None)
+            if not record.started:
+                record.started = True
+                record.response_status = {
+                    "metadata": {},
+                    "message": message,
+                    "code": request.code,
+                }
+                self._send(record, config, "ResponseStarted")
+            write(data)
+
+        request.write = audited_write  # type: ignore[method-assign]
+
+    # --- sending --------------------------------------------------------------------------
+
+    def _send(self, record: AuditRecord, config: AuditConfig, stage: str) -> bool | Deferred[bool]:
+        """``ProcessEventStage``: True when every sink took the event (or the stage is
+        omitted), False when one refused, or a Deferred of that for a sink that waits."""
+        if stage in config.omit_stages:
+            return True
+        event = record.event(stage, self.clock.seconds())
+        self.metrics.event(record.level)
+        events = (event,)
+        accepted = True
+        waiting: list[Deferred[bool]] = []
+        for sink in self.sinks:
+            try:
+                result = sink.process_events(events)
+            except Exception:
+                log.failure("audit backend {name} failed", name=sink.name)
+                accepted = False
+                continue
+            if isinstance(result, Deferred):
+                waiting.append(result.addErrback(_sink_failed, sink.name))
+            elif not result:
+                accepted = False
+        if not waiting:
+            return accepted
+        return gatherResults(waiting).addCallback(lambda results: accepted and all(results))
+
+
+def _sink_failed(failure: Failure, name: str) -> bool:
+    log.failure("audit backend {name} failed", failure, name=name)
+    return False
