@@ -9,7 +9,6 @@ pointing at it, as kube-apiserver's plugin/pkg/audit/webhook does with a kubecon
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import socket
 import subprocess
@@ -22,31 +21,9 @@ from typing import Any
 import pytest
 
 from apiserver.tls.selfsigned import ensure_self_signed
-from tests.integration.daemon import REPO, Daemon, free_port, source_env
+from tests.integration.daemon import Daemon, free_port, source_env
 
-
-def _audit_is_wired() -> bool:
-    """The audit filter, the wrappers and the server wiring (other branches) are merged."""
-    if importlib.util.find_spec("apiserver.audit.compose") is None:
-        return False
-    if importlib.util.find_spec("apiserver.audit.filter") is None:
-        return False
-    own = REPO / "src" / "apiserver" / "audit" / "webhook.py"
-    return any(
-        "build_webhook_backend" in path.read_text()
-        for path in (REPO / "src" / "apiserver").rglob("*.py")
-        if path != own
-    )
-
-
-pytestmark = [
-    pytest.mark.integration,
-    pytest.mark.skipif(
-        not _audit_is_wired(),
-        reason="the audit filter, apiserver.audit.compose and the server's use of "
-        "build_webhook_backend (audit-core and audit-log) are not on this branch yet",
-    ),
-]
+pytestmark = [pytest.mark.integration]
 
 POLICY = """apiVersion: audit.k8s.io/v1
 kind: Policy

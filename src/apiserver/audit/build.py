@@ -13,7 +13,6 @@ request and are drained (``Sink.shutdown``) after the last one.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -23,14 +22,14 @@ from twisted.logger import Logger
 
 from apiserver.audit.filter import AuditStage, FilterMetrics
 from apiserver.audit.interface import Sink
+from apiserver.audit.log import build_log_backend
 from apiserver.audit.policy import Policy, load_policy_file
+from apiserver.audit.webhook import build_webhook_backend
 
 if TYPE_CHECKING:
     from apiserver.options.config import ServerConfig
 
 log = Logger()
-
-BackendFactory = Callable[[Any, Any, Any], "Sink | None"]
 
 
 class AuditSinkService(Service):
@@ -67,24 +66,6 @@ class Audit:
         return [AuditSinkService(sink) for sink in self.sinks]
 
 
-def _factory(module: str, name: str) -> BackendFactory | None:
-    """A backend factory, imported when audit is configured.
-
-    Tolerates a backend module that is not in the tree yet (the log and webhook backends
-    land separately from this module); any other import problem is raised.
-    """
-    import importlib
-
-    try:
-        loaded = importlib.import_module(module)
-    except ModuleNotFoundError as error:
-        if error.name != module:
-            raise
-        return None
-    factory: BackendFactory = getattr(loaded, name)
-    return factory
-
-
 def build_audit(config: ServerConfig, reactor: Any, metrics: FilterMetrics) -> Audit | None:
     """The policy, the backends and the stage; None without ``--audit-policy-file``.
 
@@ -98,21 +79,9 @@ def build_audit(config: ServerConfig, reactor: Any, metrics: FilterMetrics) -> A
         return None
     policy = load_policy_file(path)
     sinks: list[Sink] = []
-    if config.audit_log_path:
-        build_log = _factory("apiserver.audit.log", "build_log_backend")
-        if build_log is None:
-            log.warn("--audit-log-path: the log backend is not part of this build")
-        else:
-            sink = build_log(config, reactor, metrics)
-            if sink is not None:
-                sinks.append(sink)
-    if config.audit_webhook_config_file:
-        build_webhook = _factory("apiserver.audit.webhook", "build_webhook_backend")
-        if build_webhook is None:
-            log.warn("--audit-webhook-config-file: the webhook backend is not part of this build")
-        else:
-            sink = build_webhook(config, reactor, metrics)
-            if sink is not None:
-                sinks.append(sink)
+    for build in (build_log_backend, build_webhook_backend):
+        sink = build(config, reactor, metrics)
+        if sink is not None:
+            sinks.append(sink)
     stage = AuditStage(policy, sinks, reactor, metrics) if sinks else None
     return Audit(policy, stage, tuple(sinks))

@@ -33,8 +33,6 @@ answer, and watch streams their chunks, through it.
 
 from __future__ import annotations
 
-import base64
-import binascii
 from collections.abc import Sequence
 from typing import Protocol
 
@@ -52,10 +50,9 @@ from apiserver.audit.event import (
 from apiserver.audit.interface import AuditMetrics, Level, Sink
 from apiserver.audit.policy import AuditConfig, Policy
 from apiserver.auth.filter import internal_error_response
-from apiserver.http.app import RequestInfo, Verdict, header_value
+from apiserver.http.app import RequestInfo, Verdict
 from apiserver.http.request import HTTPRequest
 from apiserver.http.response import Response
-from apiserver.tls.peercert import peer_certificate
 
 log = Logger()
 
@@ -71,36 +68,6 @@ class FilterMetrics(AuditMetrics, Protocol):
     """:class:`AuditMetrics` and the per-request policy level (``ObservePolicyLevel``)."""
 
     def policy_level(self, level: Level) -> None: ...
-
-
-def auth_methods_message(request: HTTPRequest, query: dict[bytes, list[bytes]]) -> str:
-    """``getAuthMethods`` (authn_audit.go): the credentials a refused request carried."""
-    methods: list[str] = []
-    authorization = header_value(request, b"authorization").strip()
-    if _is_basic(authorization):
-        methods.append("basic")
-    parts = authorization.split(" ")
-    if len(parts) > 1 and parts[0].lower() == "bearer":
-        methods.append("bearer")
-    tokens = query.get(b"access_token")
-    if tokens and tokens[0].strip():
-        methods.append("access_token")
-    if peer_certificate(request) is not None:
-        methods.append("x509")
-    if methods:
-        return "Authentication failed, attempted: " + ", ".join(methods)
-    return "Authentication failed, no credentials provided"
-
-
-def _is_basic(authorization: str) -> bool:
-    # net/http Request.BasicAuth: "Basic " (any case), base64 of "user:password".
-    if len(authorization) < 6 or authorization[:6].lower() != "basic ":
-        return False
-    try:
-        decoded = base64.b64decode(authorization[6:], validate=True)
-    except (binascii.Error, ValueError):
-        return False
-    return b":" in decoded
 
 
 class AuditStage:
@@ -244,7 +211,13 @@ class AuditStage:
 
     def authentication_failed(self, request: HTTPRequest, info: RequestInfo) -> None:
         """``WithFailedAuthenticationAudit``: called by the authentication stage before it
-        answers 401; the answer's start sends the one ``ResponseStarted`` event."""
+        answers 401; the answer's start sends the one ``ResponseStarted`` event.
+
+        Its ``responseStatus`` is the 401's Status, not the ``Authentication failed, ...``
+        text authn_audit.go sets first: the ``Unauthorized`` handler answers through
+        ``responsewriters.ErrorNegotiated``, whose ``audit.LogResponseObject`` replaces the
+        event's status with the answer's (k8s.io/apiserver ``pkg/audit/context.go``) before
+        the header is written and the event sent."""
         resolved = info.resolved
         if resolved is None:
             return
@@ -254,7 +227,6 @@ class AuditStage:
         if level == "None":
             return
         record = AuditRecord(request, info, level, self.clock.seconds())
-        message = auth_methods_message(request, info.query)
         write = request.write
 
         def audited_write(data: bytes) -> None:
@@ -263,7 +235,9 @@ class AuditStage:
                 record.started = True
                 record.response_status = {
                     "metadata": {},
-                    "message": message,
+                    "status": "Failure",
+                    "message": "Unauthorized",
+                    "reason": "Unauthorized",
                     "code": request.code,
                 }
                 self._send(record, config, "ResponseStarted")

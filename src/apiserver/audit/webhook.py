@@ -43,6 +43,7 @@ from twisted.web.client import Agent, HTTPConnectionPool
 
 from apiserver.audit.interface import API_VERSION, AuditEvent, AuditMetrics, Sink, backend_options
 from apiserver.auth.kubeconfig import KubeconfigError, describe_failure, load_kubeconfig, post_json
+from apiserver.gocompat.marshal import html_safe
 from apiserver.gocompat.quote import go_quote
 
 if TYPE_CHECKING:
@@ -62,15 +63,6 @@ RETRY_STEPS = 5
 REQUEST_TIMEOUT = 30.0
 #: The group versions ``--audit-webhook-version`` accepts (``knownGroupVersions``).
 KNOWN_VERSIONS = (API_VERSION,)
-
-# Go's encoder writes these HTML-safe; in JSON they can only appear inside strings.
-_HTML_ESCAPES = (
-    (b"<", b"\\u003c"),
-    (b">", b"\\u003e"),
-    (b"&", b"\\u0026"),
-    ("\u2028".encode(), b"\\u2028"),
-    ("\u2029".encode(), b"\\u2029"),
-)
 
 
 def retry_waits(
@@ -100,14 +92,12 @@ def event_list_body(events: Sequence[AuditEvent], api_version: str = API_VERSION
         for event in events
     ]
     # Go's json.Encoder (the codec under the REST client) ends the document with a newline.
-    data = orjson.dumps(
-        {"kind": "EventList", "apiVersion": api_version, "metadata": {}, "items": items},
-        option=orjson.OPT_APPEND_NEWLINE,
+    return html_safe(
+        orjson.dumps(
+            {"kind": "EventList", "apiVersion": api_version, "metadata": {}, "items": items},
+            option=orjson.OPT_APPEND_NEWLINE,
+        )
     )
-    for raw, escaped in _HTML_ESCAPES:
-        if raw in data:
-            data = data.replace(raw, escaped)
-    return data
 
 
 def _event_line(event: AuditEvent) -> str:

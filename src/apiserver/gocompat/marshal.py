@@ -103,6 +103,19 @@ def go_marshal(value: Any, *, sort_keys: bool = True) -> str:
 
 
 _HTML_SAFE = {k: v for k, v in _GO_ESCAPES.items() if k in "<>&\u2028\u2029"}
+_HTML_SAFE_BYTES = {k.encode(): v.encode() for k, v in _HTML_SAFE.items()}
+_HTML_BYTES_RE = re.compile(rb"[<>&]|\xe2\x80[\xa8\xa9]")
+
+
+def html_safe(data: bytes) -> bytes:
+    """UTF-8 JSON (orjson's, say) made HTML-safe as Go's ``encoding/json`` writes it: ``<``,
+    ``>``, ``&``, U+2028 and U+2029 become ``\\u003c``... They can only occur inside strings,
+    so a plain substitution is exact; the common case (none of them) costs one search."""
+    if _HTML_BYTES_RE.search(data) is None:
+        return data
+    return _HTML_BYTES_RE.sub(lambda m: _HTML_SAFE_BYTES[m.group(0)], data)
+
+
 _HTML_RE = re.compile("[<>&\u2028\u2029]")
 
 
@@ -147,4 +160,11 @@ def _indented(value: Any, sort_keys: bool, newline: str) -> str:
     return go_marshal(value, sort_keys=sort_keys)
 
 
-__all__ = ["go_float", "go_json_string", "go_marshal", "go_marshal_indent", "go_marshal_plain"]
+__all__ = [
+    "go_float",
+    "go_json_string",
+    "go_marshal",
+    "go_marshal_indent",
+    "go_marshal_plain",
+    "html_safe",
+]

@@ -362,10 +362,6 @@ def test_only_audit_k8s_io_v1(tmp_path: Path) -> None:
 
 
 def test_build_wraps_the_sink_in_the_batching_wrappers(tmp_path: Path) -> None:
-    try:
-        import apiserver.audit.compose  # noqa: F401
-    except ImportError:
-        pytest.skip("apiserver.audit.compose (the audit-log helper's wrappers) is not merged yet")
     reactor = MemoryReactorClock()
     config = parse_args(
         [f"--audit-webhook-config-file={kubeconfig(tmp_path)}", "--audit-webhook-batch-max-wait=1h"]
