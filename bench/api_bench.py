@@ -206,7 +206,24 @@ def read_cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / ticks  # utime + stime
 
 
-def daemon_command(port: int, workdir: Path, template: str = "") -> list[str]:
+#: ``--audit``: every request at Metadata level (the issue's benchmark case).
+AUDIT_POLICY = "apiVersion: audit.k8s.io/v1\nkind: Policy\nrules:\n- level: Metadata\n"
+
+
+def audit_args(workdir: Path) -> list[str]:
+    """Flags for ``--audit``: a Metadata policy for every request, written to a log file in
+    batch mode (``--audit-log-mode=batch``, the other batch flags at their defaults)."""
+    policy = workdir / "audit-policy.yaml"
+    policy.parent.mkdir(parents=True, exist_ok=True)
+    policy.write_text(AUDIT_POLICY)
+    return [
+        f"--audit-policy-file={policy}",
+        f"--audit-log-path={workdir / 'audit' / 'audit.log'}",
+        "--audit-log-mode=batch",
+    ]
+
+
+def daemon_command(port: int, workdir: Path, template: str = "", audit: bool = False) -> list[str]:
     """``twistd apiserver`` as tests/integration/daemon.py starts it, on a fresh data dir.
 
     ``template`` (``--server-cmd``) replaces it: a shell-like command line in which
@@ -241,17 +258,20 @@ def daemon_command(port: int, workdir: Path, template: str = "") -> list[str]:
         f"--data-dir={data_dir}",
         "--authorization-mode=ABAC",
         f"--authorization-policy-file={policy}",
+        *(audit_args(workdir) if audit else ()),
     ]
 
 
-def start_daemon(procs: Processes, workdir: Path, template: str = "") -> Server:
+def start_daemon(
+    procs: Processes, workdir: Path, template: str = "", audit: bool = False
+) -> Server:
     """Start the API server on a free port and wait for ``/readyz``."""
     workdir.mkdir(parents=True, exist_ok=True)
     port = free_port()
     log_path = workdir / "daemon.log"
     with open(log_path, "ab") as log:
         proc = procs.start(
-            daemon_command(port, workdir, template),
+            daemon_command(port, workdir, template, audit),
             stdout=log,
             stderr=subprocess.STDOUT,
             env=source_env(),
@@ -1526,6 +1546,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--skip-load", action="store_true")
     parser.add_argument(
+        "--audit",
+        action="store_true",
+        help="run the daemon with every request audited at Metadata level to a log file in "
+        "batch mode (compare with a run without it)",
+    )
+    parser.add_argument(
         "--profile",
         metavar="DIR",
         help="record the daemon with py-spy during each API run (implies --no-write)",
@@ -1555,7 +1581,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             ceiling = start_ceiling(procs, tmp / "ceiling")
             if not args.skip_load:
-                daemon = start_daemon(procs, tmp / "load", args.server_cmd)
+                daemon = start_daemon(procs, tmp / "load", args.server_cmd, args.audit)
                 status, text = events_api_status(daemon)
                 if status != 200:
                     api_error = f"Events API not answering: {status} {text}"
@@ -1612,7 +1638,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 if left < watch_seconds + drain + 40:
                     notes.append(f"Watch fan-out over {proto} skipped: time budget used up.")
                     continue
-                daemon2 = start_daemon(procs, tmp / f"watch-{proto}", args.server_cmd)
+                daemon2 = start_daemon(procs, tmp / f"watch-{proto}", args.server_cmd, args.audit)
                 stacks_out = profile_dir / f"watch-{proto}.txt" if profile_dir else None
                 watch = run_watch(
                     procs,
