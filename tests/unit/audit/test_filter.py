@@ -379,6 +379,71 @@ def test_a_request_that_ends_unanswered_is_closed_early() -> None:
     }
 
 
+def raises(request: HTTPRequest, info: RequestInfo) -> Response:
+    raise RuntimeError("boom")
+
+
+PANICKED = {
+    "metadata": {},
+    "status": "Failure",
+    "message": "APIServer panic'd: boom",
+    "reason": "InternalError",
+    "code": 500,
+}
+
+
+def test_a_handler_that_raises_sends_panic_instead_of_response_complete() -> None:
+    h = Harness()
+    h.router.add("/boom", raises)
+    request = h.serve(h.request(b"GET", "/boom"))
+    # The client still gets the recovery's 500 Status.
+    assert request.code == 500 and request.finished
+    assert json.loads(b"".join(request.written))["reason"] == "InternalError"
+    assert h.sink.stages() == ["RequestReceived", "Panic"]
+    panic = h.sink.events[1]
+    assert panic["responseStatus"] == PANICKED
+    assert panic["verb"] == "get" and panic["level"] == "Metadata"
+    assert h.metrics.events == ["Metadata", "Metadata"]
+
+
+def test_a_handler_whose_deferred_fails_sends_panic() -> None:
+    h = Harness()
+    h.serve(h.request(b"GET", "/hang"))
+    h.clock.advance(1)
+    h.pending.errback(RuntimeError("boom"))
+    assert h.sink.stages() == ["RequestReceived", "Panic"]
+    assert h.sink.events[1]["responseStatus"] == PANICKED
+    assert h.sink.events[1]["stageTimestamp"] == "2023-11-14T22:13:21.000000Z"
+
+
+def test_a_watch_that_raises_after_it_started_ends_with_panic() -> None:
+    h = Harness()
+
+    def stream_then_fail(request: HTTPRequest, info: RequestInfo) -> Deferred[Response]:
+        request.setResponseCode(200)
+        request.write(b'{"type":"ADDED"}\n')
+        return h.pending
+
+    h.router.add_prefix("/apis/events.k8s.io/v1/watch", stream_then_fail)
+    request = h.serve(h.request(b"GET", "/apis/events.k8s.io/v1/watch/namespaces/default/events"))
+    assert h.sink.stages() == ["RequestReceived", "ResponseStarted"]
+    h.pending.errback(RuntimeError("boom"))
+    assert request.finished
+    assert h.sink.stages() == ["RequestReceived", "ResponseStarted", "Panic"]
+    assert h.sink.events[2]["responseStatus"] == PANICKED
+
+
+def test_panic_is_omitted_like_other_stages() -> None:
+    policy = (
+        "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [Panic]\n"
+        "rules:\n- level: Metadata\n"
+    )
+    h = Harness(policy)
+    h.router.add("/boom", raises)
+    h.serve(h.request(b"GET", "/boom"))
+    assert h.sink.stages() == ["RequestReceived"]
+
+
 def test_omitted_stages_are_not_sent() -> None:
     h = Harness(POLICY.replace("rules:", "omitStages: [RequestReceived]\nrules:"))
     h.serve(h.request(b"GET", BASE + "/e1"))
