@@ -29,7 +29,7 @@ chain is built, so it costs nothing per request.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import unquote, unquote_to_bytes
 
@@ -89,6 +89,9 @@ class RequestInfo:
     #: ``("allow" | "forbid", reason)``: audit's ``authorization.k8s.io/decision`` and
     #: ``.../reason`` annotations; ``("", "internal error")`` after an authorizer error.
     authorization: tuple[str, str] | None = None
+    #: Audit annotations the authenticator added (``AuthResult.annotations``, e.g.
+    #: ``authentication.k8s.io/stale-token``), or None.
+    audit_annotations: Mapping[str, str] | None = None
     #: The error a stage or the handler raised, as text, once it is answered with a 500 (a
     #: Go panic): audit records stage ``Panic`` instead of ``ResponseComplete`` for it.
     panic: str | None = None

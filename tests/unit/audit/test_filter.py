@@ -444,6 +444,34 @@ def test_panic_is_omitted_like_other_stages() -> None:
     assert h.sink.stages() == ["RequestReceived"]
 
 
+def test_annotations_of_the_authenticator_are_on_every_event() -> None:
+    stale = "subject: system:serviceaccount:ci:builder, seconds after warning threshold: 100"
+
+    class Stale(Tokens):
+        def authenticate(self, request: HTTPRequest) -> AuthResult | None:
+            result = super().authenticate(request)
+            assert result is not None
+            return AuthResult(result.user, (), {"authentication.k8s.io/stale-token": stale})
+
+    h = Harness()
+    auth = AuthStages.build(Stale(), False, NotBob())
+    h.app = build_handler_chain(h.router, h.clock, ServingPolicy(), auth=auth, audit=h.stage)
+    h.serve(h.request(b"GET", BASE + "/missing"))
+    assert h.sink.stages() == ["RequestReceived", "ResponseComplete"]
+    received, complete = h.sink.events
+    # Authentication ran before RequestReceived; authorization only after it.
+    assert received["annotations"] == {"authentication.k8s.io/stale-token": stale}
+    assert complete["annotations"] == {
+        "authentication.k8s.io/stale-token": stale,
+        "authorization.k8s.io/decision": "allow",
+        "authorization.k8s.io/reason": "RBAC: allowed",
+    }
+    # Without annotations from the authenticator the events carry only authorization's.
+    h2 = Harness()
+    h2.serve(h2.request(b"GET", BASE + "/missing"))
+    assert "authentication.k8s.io/stale-token" not in h2.sink.events[-1]["annotations"]
+
+
 def test_omitted_stages_are_not_sent() -> None:
     h = Harness(POLICY.replace("rules:", "omitStages: [RequestReceived]\nrules:"))
     h.serve(h.request(b"GET", BASE + "/e1"))
