@@ -338,6 +338,11 @@ class AuditRecord:
             received if stage == "RequestReceived" else micro_time(stage_timestamp)
         )
         annotations = self.annotations
+        added = info.audit_annotations
+        if added:
+            # The authenticator's (e.g. authentication.k8s.io/stale-token); added first,
+            # so they keep their value (AddAuditAnnotation keeps the first).
+            annotations = {**annotations, **added} if annotations else dict(added)
         decided = info.authorization
         if decided is not None:
             # WithAuthorization's annotations (a decision only when there is one).

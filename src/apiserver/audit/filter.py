@@ -16,6 +16,9 @@ Follows k8s.io/apiserver ``pkg/endpoints/filters/audit.go`` (``WithAudit``) and
 4. ``ResponseComplete`` is sent when the request finishes (``notifyFinish``). A request that
    ends with nothing written records ``{"code":200,"status":"Success","message":"Connection
    closed early"}`` (and a long-running one sends the missing ``ResponseStarted`` first).
+   A request whose stage or handler raised (Go: panicked; ``App._internal_error`` notes it in
+   ``RequestInfo.panic`` before answering 500) sends ``Panic`` instead, with code 500,
+   reason ``InternalError`` and ``APIServer panic'd: <error>``.
 5. A request refused by authentication sends only ``ResponseStarted``, with user ``{}``, code
    401 and ``Authentication failed, attempted: <methods>`` or ``Authentication failed, no
    credentials provided`` (:meth:`AuditStage.authentication_failed`, the hook of
@@ -181,6 +184,14 @@ class AuditStage:
         def finished(result: object) -> None:
             # Drop the wrapper: it and the request refer to each other.
             vars(request).pop("write", None)
+            panic = record.info.panic
+            if panic is not None:
+                # WithAudit's recover(): stage Panic replaces ResponseComplete, and no
+                # missing ResponseStarted is faked.
+                record.started = True
+                record.response_status = panic_status(panic)
+                self._send(record, config, "Panic")
+                return
             if not record.started:
                 if isinstance(result, Failure):
                     record.response_status = dict(CLOSED_EARLY_STATUS)
@@ -271,6 +282,17 @@ class AuditStage:
         if not waiting:
             return accepted
         return gatherResults(waiting).addCallback(lambda results: accepted and all(results))
+
+
+def panic_status(error: str) -> dict[str, object]:
+    """The ``responseStatus`` of a request whose handler panicked (audit.go's recover)."""
+    return {
+        "metadata": {},
+        "status": "Failure",
+        "message": f"APIServer panic'd: {error}",
+        "reason": "InternalError",
+        "code": 500,
+    }
 
 
 def _sink_failed(failure: Failure, name: str) -> bool:

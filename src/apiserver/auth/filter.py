@@ -294,6 +294,8 @@ class Authentication:
                 )
                 return self._unauthorized(request, info)
             user = result.user
+            if result.annotations:
+                info.audit_annotations = result.annotations
         info.user = info.authenticated_user = user
         # Drop the credentials and front-proxy headers, and note Impersonate-* ones, in one
         # pass over the headers (authentication.go, headerrequest.ClearAuthenticationHeaders).

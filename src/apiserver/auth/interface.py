@@ -8,6 +8,7 @@ authorization/authorizer`` (Attributes and the Allow / Deny / NoOpinion decision
 from __future__ import annotations
 
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Protocol
 
 import attrs
@@ -31,12 +32,22 @@ class UserInfo:
     extra: Mapping[str, tuple[str, ...]] = attrs.field(factory=dict)
 
 
+#: No audit annotations (shared: most results carry none).
+NO_ANNOTATIONS: Mapping[str, str] = MappingProxyType({})
+
+
 @attrs.frozen
 class AuthResult:
-    """A successful authentication: the user and the audiences the credential was valid for."""
+    """A successful authentication: the user and the audiences the credential was valid for.
+
+    ``annotations`` are the audit annotations the authenticator added for this request
+    (Go: ``audit.AddAuditAnnotation`` on the request's context, e.g. the service-account
+    authenticator's ``authentication.k8s.io/stale-token`` in
+    k8s.io/kubernetes/pkg/serviceaccount/claims.go); audit records them on the event."""
 
     user: UserInfo
     audiences: tuple[str, ...] = ()
+    annotations: Mapping[str, str] = NO_ANNOTATIONS
 
 
 class AuthenticationError(Exception):

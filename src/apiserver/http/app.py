@@ -29,7 +29,7 @@ chain is built, so it costs nothing per request.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import unquote, unquote_to_bytes
 
@@ -89,6 +89,12 @@ class RequestInfo:
     #: ``("allow" | "forbid", reason)``: audit's ``authorization.k8s.io/decision`` and
     #: ``.../reason`` annotations; ``("", "internal error")`` after an authorizer error.
     authorization: tuple[str, str] | None = None
+    #: Audit annotations the authenticator added (``AuthResult.annotations``, e.g.
+    #: ``authentication.k8s.io/stale-token``), or None.
+    audit_annotations: Mapping[str, str] | None = None
+    #: The error a stage or the handler raised, as text, once it is answered with a 500 (a
+    #: Go panic): audit records stage ``Panic`` instead of ``ResponseComplete`` for it.
+    panic: str | None = None
 
 
 class Filter(Protocol):
@@ -325,7 +331,7 @@ class App:
             self.write(request, verdict)
             return
         verdict.addCallback(self._resume, request, info, resume_at)
-        verdict.addErrback(self._failed, request)
+        verdict.addErrback(self._failed, request, info)
 
     def _resume(
         self, verdict: Response | None, request: HTTPRequest, info: RequestInfo, start: int
@@ -344,8 +350,8 @@ class App:
                 return
         self._dispatch(request, info)
 
-    def _failed(self, failure: Failure, request: HTTPRequest) -> None:
-        self._internal_error(request, failure)
+    def _failed(self, failure: Failure, request: HTTPRequest, info: RequestInfo) -> None:
+        self._internal_error(request, failure, info)
 
     def _dispatch(self, request: HTTPRequest, info: RequestInfo) -> None:
         """Route to the handler and write (or await) its answer."""
@@ -356,7 +362,7 @@ class App:
         try:
             result = handler(request, info)
         except Exception:
-            self._internal_error(request, Failure())
+            self._internal_error(request, Failure(), info)
             return
         if result is STREAMING:
             return
@@ -383,14 +389,14 @@ class App:
             if isinstance(value, Response):
                 self.write(request, value)
             elif value is not STREAMING:
-                self._internal_error(request, Failure(TypeError(f"bad result {value!r}")))
+                self._internal_error(request, Failure(TypeError(f"bad result {value!r}")), info)
 
         def failed(failure: Failure) -> None:
             if timer is not None and timer.active():
                 timer.cancel()
             if request.finished or request._disconnected:
                 return
-            self._internal_error(request, failure)
+            self._internal_error(request, failure, info)
 
         maybeDeferred(lambda: result).addCallbacks(done, failed)
 
@@ -420,10 +426,18 @@ class App:
         )
         result.cancel()
 
-    def _internal_error(self, request: HTTPRequest, failure: Failure) -> None:
+    def _internal_error(
+        self, request: HTTPRequest, failure: Failure, info: RequestInfo | None = None
+    ) -> None:
+        """A stage or the handler raised: kube-apiserver's handlers panic, and the panic
+        recovery answers 500 (k8s.io/apiserver/pkg/server/filters/wrap.go). The error is
+        noted in ``info.panic`` first, for audit's ``Panic`` stage
+        (k8s.io/apiserver/pkg/endpoints/filters/audit.go)."""
         log.failure(
             "request {method} {path} failed", failure, method=request.method, path=request.path
         )
+        if info is not None:
+            info.panic = str(failure.value) or type(failure.value).__name__
         if request.startedWriting:
             request.finish()
             return

@@ -101,6 +101,50 @@ def _flag_entry(flag: Flag) -> list[str]:
     return lines
 
 
+#: The AUDIT section's paragraphs (what k8s.io/apiserver pkg/server/options/audit.go wires).
+AUDIT_PARAGRAPHS = (
+    "Audit keeps a record of who did what and when, as audit.k8s.io/v1 Event objects. "
+    "Nothing is audited unless --audit-policy-file names a Policy and at least one backend is "
+    "configured. The policy's rules are tried in order and the first one that matches a "
+    "request (by user, group, verb, resource, namespace or non-resource URL) sets its level: "
+    "None (no record), Metadata (the request's user, verb, object reference, source address "
+    "and answer code), Request (also the request body) or RequestResponse (also the "
+    "response body). A request that no rule matches is not audited. omitStages leaves out "
+    "stages (RequestReceived, ResponseStarted for watches, ResponseComplete, Panic) and "
+    "omitManagedFields drops managedFields from the recorded objects.",
+    "The log backend (--audit-log-path, - for standard output) writes one line per event, "
+    "as JSON or in the legacy text format (--audit-log-format), and rotates the file by size "
+    "with --audit-log-maxsize, keeping --audit-log-maxbackup backups for --audit-log-maxage "
+    "days, gzip-compressed with --audit-log-compress. The webhook backend "
+    "(--audit-webhook-config-file, a kubeconfig) POSTs batches of events as an EventList and "
+    "retries a failed batch with an exponential backoff starting at "
+    "--audit-webhook-initial-backoff. Both backends can be used at once.",
+    "Each backend has a mode (--audit-log-mode, --audit-webhook-mode). blocking (the log's "
+    "default) records each event before the request goes on and only counts failures; "
+    "blocking-strict fails the request with a 500 when its first record cannot be stored; "
+    "batch (the webhook's default) queues events and sends them in batches "
+    "(--audit-*-batch-*), dropping events with a logged error when the queue is full. On "
+    "SIGTERM every queued event is written or sent before the server exits. With "
+    "--audit-*-truncate-enabled an event larger than the limit loses its request and "
+    "response objects and is annotated audit.k8s.io/truncated. The counters "
+    "apiserver_audit_event_total, apiserver_audit_error_total, apiserver_audit_level_total "
+    "and apiserver_audit_requests_rejected_total are served on /metrics.",
+    "A policy file that is missing, unreadable or invalid, a webhook kubeconfig that cannot "
+    "be loaded, or a log file that cannot be created stops start-up with a message naming "
+    "the file and the problem. An example policy, with comments, is etc/audit-policy.yaml in "
+    "the source tree.",
+)
+
+
+def _audit_section() -> list[str]:
+    lines = [".SH AUDIT"]
+    for index, paragraph in enumerate(AUDIT_PARAGRAPHS):
+        if index:
+            lines.append(".PP")
+        lines.append(escape(paragraph))
+    return lines
+
+
 def render_man() -> str:
     """The whole page, section 8."""
     out = [
@@ -145,6 +189,7 @@ def render_man() -> str:
         out.append(f'.SS "{group} flags"')
         for flag in flags:
             out += _flag_entry(flag)
+    out += _audit_section()
     out += [
         ".SH FILES",
         ".TP",

@@ -379,6 +379,99 @@ def test_a_request_that_ends_unanswered_is_closed_early() -> None:
     }
 
 
+def raises(request: HTTPRequest, info: RequestInfo) -> Response:
+    raise RuntimeError("boom")
+
+
+PANICKED = {
+    "metadata": {},
+    "status": "Failure",
+    "message": "APIServer panic'd: boom",
+    "reason": "InternalError",
+    "code": 500,
+}
+
+
+def test_a_handler_that_raises_sends_panic_instead_of_response_complete() -> None:
+    h = Harness()
+    h.router.add("/boom", raises)
+    request = h.serve(h.request(b"GET", "/boom"))
+    # The client still gets the recovery's 500 Status.
+    assert request.code == 500 and request.finished
+    assert json.loads(b"".join(request.written))["reason"] == "InternalError"
+    assert h.sink.stages() == ["RequestReceived", "Panic"]
+    panic = h.sink.events[1]
+    assert panic["responseStatus"] == PANICKED
+    assert panic["verb"] == "get" and panic["level"] == "Metadata"
+    assert h.metrics.events == ["Metadata", "Metadata"]
+
+
+def test_a_handler_whose_deferred_fails_sends_panic() -> None:
+    h = Harness()
+    h.serve(h.request(b"GET", "/hang"))
+    h.clock.advance(1)
+    h.pending.errback(RuntimeError("boom"))
+    assert h.sink.stages() == ["RequestReceived", "Panic"]
+    assert h.sink.events[1]["responseStatus"] == PANICKED
+    assert h.sink.events[1]["stageTimestamp"] == "2023-11-14T22:13:21.000000Z"
+
+
+def test_a_watch_that_raises_after_it_started_ends_with_panic() -> None:
+    h = Harness()
+
+    def stream_then_fail(request: HTTPRequest, info: RequestInfo) -> Deferred[Response]:
+        request.setResponseCode(200)
+        request.write(b'{"type":"ADDED"}\n')
+        return h.pending
+
+    h.router.add_prefix("/apis/events.k8s.io/v1/watch", stream_then_fail)
+    request = h.serve(h.request(b"GET", "/apis/events.k8s.io/v1/watch/namespaces/default/events"))
+    assert h.sink.stages() == ["RequestReceived", "ResponseStarted"]
+    h.pending.errback(RuntimeError("boom"))
+    assert request.finished
+    assert h.sink.stages() == ["RequestReceived", "ResponseStarted", "Panic"]
+    assert h.sink.events[2]["responseStatus"] == PANICKED
+
+
+def test_panic_is_omitted_like_other_stages() -> None:
+    policy = (
+        "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [Panic]\n"
+        "rules:\n- level: Metadata\n"
+    )
+    h = Harness(policy)
+    h.router.add("/boom", raises)
+    h.serve(h.request(b"GET", "/boom"))
+    assert h.sink.stages() == ["RequestReceived"]
+
+
+def test_annotations_of_the_authenticator_are_on_every_event() -> None:
+    stale = "subject: system:serviceaccount:ci:builder, seconds after warning threshold: 100"
+
+    class Stale(Tokens):
+        def authenticate(self, request: HTTPRequest) -> AuthResult | None:
+            result = super().authenticate(request)
+            assert result is not None
+            return AuthResult(result.user, (), {"authentication.k8s.io/stale-token": stale})
+
+    h = Harness()
+    auth = AuthStages.build(Stale(), False, NotBob())
+    h.app = build_handler_chain(h.router, h.clock, ServingPolicy(), auth=auth, audit=h.stage)
+    h.serve(h.request(b"GET", BASE + "/missing"))
+    assert h.sink.stages() == ["RequestReceived", "ResponseComplete"]
+    received, complete = h.sink.events
+    # Authentication ran before RequestReceived; authorization only after it.
+    assert received["annotations"] == {"authentication.k8s.io/stale-token": stale}
+    assert complete["annotations"] == {
+        "authentication.k8s.io/stale-token": stale,
+        "authorization.k8s.io/decision": "allow",
+        "authorization.k8s.io/reason": "RBAC: allowed",
+    }
+    # Without annotations from the authenticator the events carry only authorization's.
+    h2 = Harness()
+    h2.serve(h2.request(b"GET", BASE + "/missing"))
+    assert "authentication.k8s.io/stale-token" not in h2.sink.events[-1]["annotations"]
+
+
 def test_omitted_stages_are_not_sent() -> None:
     h = Harness(POLICY.replace("rules:", "omitStages: [RequestReceived]\nrules:"))
     h.serve(h.request(b"GET", BASE + "/e1"))

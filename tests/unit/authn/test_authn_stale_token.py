@@ -86,6 +86,30 @@ def test_token_past_warnafter_is_accepted_and_logged_once(logged: list[dict[str,
     assert len(logged) == 2
 
 
+def test_a_stale_token_carries_the_audit_annotation_on_every_request(
+    logged: list[dict[str, Any]],
+) -> None:
+    auth, _, signer, clock = setup()
+    token = extended(signer)
+    fresh = result_of(auth.authenticate_token(token, (ISSUER,)))
+    assert fresh.annotations == {}
+    clock.advance(3607 + 100)
+    first = result_of(auth.authenticate_token(token, (ISSUER,)))
+    clock.advance(5)
+    second = result_of(auth.authenticate_token(token, (ISSUER,)))
+    # claims.go: audit.AddAuditAnnotation on each request, not only the logged first one.
+    assert first.annotations == {
+        "authentication.k8s.io/stale-token": "subject: system:serviceaccount:ci:builder, "
+        "seconds after warning threshold: 100"
+    }
+    assert second.annotations == {
+        "authentication.k8s.io/stale-token": "subject: system:serviceaccount:ci:builder, "
+        "seconds after warning threshold: 105"
+    }
+    assert first.audiences == (ISSUER,)
+    assert len(logged) == 1
+
+
 def test_exactly_at_warnafter_is_not_stale(logged: list[dict[str, Any]]) -> None:
     auth, _, signer, clock = setup()
     token = extended(signer)

@@ -82,7 +82,7 @@ class AudienceAgnostic:
 def _with_audiences(result: AuthResult | None, auds: tuple[str, ...]) -> AuthResult | None:
     if result is None:
         return None
-    return AuthResult(result.user, auds)
+    return AuthResult(result.user, auds, result.annotations)
 
 
 def as_auth_error(error: BaseException | None) -> AuthenticationError:

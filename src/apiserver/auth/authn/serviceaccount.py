@@ -29,9 +29,10 @@ Flow of :meth:`ServiceAccountAuthenticator.authenticate_token`:
 6. A bound token past its ``kubernetes.io.warnafter`` time is still accepted, as
    kube-apiserver accepts it (``claims.go`` ``Validate``): the reference only adds the audit
    annotation ``authentication.k8s.io/stale-token`` (``subject: <sub>, seconds after warning
-   threshold: <n>``) and counts it in ``serviceaccount_stale_tokens_total``. This server has no
-   audit backend yet, so the same text is logged at info level instead, once per token (by
-   ``jti``; a bounded memory of :data:`STALE_LOG_MEMORY` tokens), not on every request.
+   threshold: <n>``) and counts it in ``serviceaccount_stale_tokens_total``. Here the
+   annotation travels in :attr:`AuthResult.annotations` to the request's audit event, on every
+   request with the token; the same text is also logged at info level, once per token (by
+   ``jti``; a bounded memory of :data:`STALE_LOG_MEMORY` tokens).
 7. A pod-bound token's ``node`` claim is only read, never looked up (the node is information
    there, ServiceAccountTokenPodNodeInfo); a token bound to a Node itself is checked.
 
@@ -374,10 +375,9 @@ class ServiceAccountAuthenticator:
                 f"token audiences {go_string_list(token_auds)} is invalid for the target "
                 f"audiences {go_string_list(requested)}"
             )
-        if self.legacy:
-            d = ensureDeferred(self._validate_legacy(token, claims))
-        else:
-            d = ensureDeferred(self._validate_bound(claims))
+        if not self.legacy:
+            return ensureDeferred(self._validate_bound(claims, auds))
+        d = ensureDeferred(self._validate_legacy(token, claims))
         return d.addCallback(lambda user: AuthResult(user, auds))
 
     # -- store access --------------------------------------------------------------------------
@@ -397,7 +397,9 @@ class ServiceAccountAuthenticator:
 
     # -- bound tokens ----------------------------------------------------------------------
 
-    async def _validate_bound(self, claims: dict[str, Any]) -> UserInfo:
+    async def _validate_bound(
+        self, claims: dict[str, Any], audiences: tuple[str, ...]
+    ) -> AuthResult:
         now = self.clock.seconds()
         nbf, exp, iat = (_numeric(claims, n) for n in ("nbf", "exp", "iat"))
         if nbf is not None and now + LEEWAY < nbf:
@@ -464,38 +466,44 @@ class ServiceAccountAuthenticator:
                 extra[NODE_NAME_KEY] = (name,)
                 if uid:
                     extra[NODE_UID_KEY] = (uid,)
-        self._note_stale(claims, private.get("warnafter"), now)
+        stale = self._note_stale(claims, private.get("warnafter"), now)
         jti = claims.get("jti")
         if isinstance(jti, str) and jti:
             extra[CREDENTIAL_ID] = (f"JTI={jti}",)
-        return UserInfo(
+        user = UserInfo(
             name=make_username(namespace, str(saref["name"])),
             uid=sa_uid,
             groups=sa_groups(namespace),
             extra=extra,
         )
+        if stale is None:
+            return AuthResult(user, audiences)
+        return AuthResult(user, audiences, {STALE_TOKEN_ANNOTATION: stale})
 
-    def _note_stale(self, claims: Mapping[str, Any], warn_after: Any, now: float) -> None:
-        """Log (once per token) what kube-apiserver records as the ``stale-token`` audit
-        annotation when ``now`` is past a non-zero ``warnafter``; the token stays valid."""
+    def _note_stale(self, claims: Mapping[str, Any], warn_after: Any, now: float) -> str | None:
+        """The ``stale-token`` audit annotation's value when ``now`` is past a non-zero
+        ``warnafter`` (the token stays valid), else None; logged once per token."""
         if isinstance(warn_after, bool) or not isinstance(warn_after, int | float):
-            return
+            return None
         if not warn_after or now <= warn_after:
-            return
+            return None
+        seconds = int(now) - int(warn_after)
+        subject = claims.get("sub") or ""
+        value = f"subject: {subject}, seconds after warning threshold: {seconds}"
         jti = claims.get("jti")
         key = jti if isinstance(jti, str) and jti else f"{claims.get('sub')}/{claims.get('iat')}"
         if key in self._stale_logged:
-            return
+            return value
         self._stale_logged[key] = None
         if len(self._stale_logged) > STALE_LOG_MEMORY:
             self._stale_logged.popitem(last=False)
-        seconds = int(now) - int(warn_after)
         log.info(
             "{annotation}: subject: {subject}, seconds after warning threshold: {seconds}",
             annotation=STALE_TOKEN_ANNOTATION,
-            subject=claims.get("sub") or "",
+            subject=subject,
             seconds=seconds,
         )
+        return value
 
     # -- legacy tokens -----------------------------------------------------------------------
 

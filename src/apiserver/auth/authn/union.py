@@ -369,7 +369,7 @@ def add_authenticated_group(user: UserInfo) -> UserInfo:
 def _with_group(result: AuthResult | None) -> AuthResult | None:
     if result is None:
         return None
-    return AuthResult(add_authenticated_group(result.user), result.audiences)
+    return AuthResult(add_authenticated_group(result.user), result.audiences, result.annotations)
 
 
 ANONYMOUS_RESULT = AuthResult(UserInfo(name=ANONYMOUS, groups=(UNAUTHENTICATED,)))
