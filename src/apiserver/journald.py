@@ -21,8 +21,9 @@ stream protocol has no other way to carry a newline.
 How: twistd builds its log observer from its options (``twisted.application.app.AppLogger``
 reads ``--logger`` when the runner is created, after the options are parsed and before
 ``makeService``), so :func:`use_journald_logger` sets that option from the plugin's
-``postOptions`` (:mod:`apiserver.tap`): twistd then installs this observer instead of its
-default one, and removes it at exit, as it would its own.
+``postOptions`` (:mod:`apiserver.tap`) to :func:`stdout_observer`, as ``--logger`` would:
+twistd then installs this observer instead of its default one, and removes it at exit, as it
+would its own.
 """
 
 from __future__ import annotations
@@ -58,6 +59,12 @@ def journald_observer(out: TextIO) -> ILogObserver:
     return FileLogObserver(out, format_event)
 
 
+def stdout_observer() -> ILogObserver:
+    """The ``--logger`` factory: called by twistd before it redirects ``sys.stdout`` to the
+    log, so this is the process's real standard output, as for twistd's own observer."""
+    return journald_observer(sys.stdout)
+
+
 def connected_to_journal(environ: Mapping[str, str], out: TextIO) -> bool:
     """Whether ``$JOURNAL_STREAM`` (``<device>:<inode>``) is ``out``'s file."""
     value = environ.get("JOURNAL_STREAM", "")
@@ -86,9 +93,6 @@ def use_journald_logger(
     stream = sys.stdout if out is None else out
     if not connected_to_journal(environ, stream):
         return False
-
-    def factory() -> ILogObserver:
-        return journald_observer(stream)
-
-    twistd_options["logger"] = factory
+    # twistd's own postOptions imports the ``--logger`` value by its qualified name.
+    twistd_options["logger"] = f"{__name__}.{stdout_observer.__name__}"
     return True

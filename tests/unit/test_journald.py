@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from twisted.logger import LogLevel
 from twisted.python.failure import Failure
+from twisted.python.reflect import namedAny
 
 from apiserver.journald import (
     format_event,
@@ -81,7 +82,9 @@ def stream_of(path: Path) -> tuple[Any, str]:
     return handle, f"{stat.st_dev}:{stat.st_ino}"
 
 
-def test_chosen_only_when_journal_stream_is_our_output(tmp_path: Path) -> None:
+def test_chosen_only_when_journal_stream_is_our_output(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     handle, identity = stream_of(tmp_path / "out")
     other, other_identity = stream_of(tmp_path / "other")
     try:
@@ -99,13 +102,15 @@ def test_chosen_only_when_journal_stream_is_our_output(tmp_path: Path) -> None:
 
         options = dict(nodaemon)
         assert use_journald_logger(options, env, handle)
-        observer = options["logger"]()
-        observer(event(LogLevel.warn, "careful"))
         assert use_journald_logger({"nodaemon": False, "logfile": "-"}, env, handle)
     finally:
         handle.close()
         other.close()
-    assert (tmp_path / "out").read_text() == "<4>[-] careful\n"
+    # twistd imports the factory by name (its ServerOptions.postOptions) and calls it.
+    out = io.StringIO()
+    monkeypatch.setattr("sys.stdout", out)
+    namedAny(options["logger"])()(event(LogLevel.warn, "careful"))
+    assert out.getvalue() == "<4>[-] careful\n"
 
 
 def test_plugin_options_choose_the_journal_logger(
@@ -124,6 +129,6 @@ def test_plugin_options_choose_the_journal_logger(
         monkeypatch.delenv("JOURNAL_STREAM", raising=False)
         assert parse()["logger"] is None
         monkeypatch.setenv("JOURNAL_STREAM", identity)
-        assert callable(parse()["logger"])
+        assert parse()["logger"] == "apiserver.journald.stdout_observer"
     finally:
         handle.close()
