@@ -3,14 +3,16 @@
 The protocol is sd_notify(3): newline-separated ``KEY=VALUE`` assignments in one datagram on
 the ``AF_UNIX`` socket named by ``$NOTIFY_SOCKET`` (a path, or an abstract-namespace address
 written with a leading ``@``). It is a handful of lines, written here rather than taken from a
-library: the PyPI ``sdnotify`` package has had no release since 2017 and swallows every error,
-and ``systemd-python`` needs libsystemd's headers and a compiler to install. Nothing in it
-touches the reactor, so the watchdog pings go through the injected clock.
+library: PyPI's ``sdnotify`` (0.3.2, its last release, August 2017) connects a blocking socket
+when constructed and hides every error behind a bare ``except:``, and ``systemd-python`` needs
+libsystemd's headers and a compiler to install. Here the socket is non-blocking (a full queue
+drops a message rather than stalling the reactor), opened when the service starts, and a failed
+send is logged; the watchdog pings go through the injected clock.
 
 What is sent, and when:
 
 ``STATUS=store ready``
-    once the store (and the watch cache) is up (kube-apiserver logs the same step).
+    once the store (and the watch cache, if any) is up.
 ``STATUS=serving on <address>``
     when this service starts: it is the last child of the tree, after the listener.
 ``READY=1`` (with ``STATUS=ready``)
@@ -62,11 +64,13 @@ def socket_address(value: str) -> str | bytes:
 
 class Notifier:
     """Sends sd_notify(3) messages to one socket; a failed send is logged, never raised
-    (systemd going away must not take the server down)."""
+    (systemd going away must not take the server down), and only the first of a run of
+    failures is logged (the watchdog would repeat it several times a second)."""
 
     def __init__(self, address: str) -> None:
         self.address = socket_address(address)
         self._sock: socket.socket | None = None
+        self._failing = False
 
     def open(self) -> None:
         if self._sock is None:
@@ -86,7 +90,13 @@ class Notifier:
         try:
             self._sock.sendto("\n".join(assignments).encode(), self.address)
         except OSError as error:
-            log.warn("sd_notify {message!r} not sent: {error}", message=assignments, error=error)
+            if not self._failing:
+                self._failing = True
+                log.warn(
+                    "sd_notify {message!r} not sent: {error}", message=assignments, error=error
+                )
+        else:
+            self._failing = False
 
 
 def watchdog_interval(environ: Mapping[str, str], pid: int) -> float | None:

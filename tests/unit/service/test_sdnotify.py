@@ -11,18 +11,26 @@ import socket
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from tests.unit.service.test_service_tree import ORDER, StubStore, keep_h2_class, make_config
+from tests.unit.unit_helpers import result_of
 from twisted.internet.defer import Deferred
 from twisted.internet.task import Clock
+from twisted.internet.testing import MemoryReactorClock
+from twisted.logger import LogLevel, capturedLogs, formatEvent
 
-from apiserver.healthz import HealthCheck, HealthCheckError, HealthRegistry
+from apiserver.healthz import HealthCheck, HealthCheckError, HealthRegistry, render_endpoint
+from apiserver.server import Server
 from apiserver.service.sdnotify import (
     SystemdNotifyService,
     notify_service,
     socket_address,
     watchdog_interval,
 )
+
+__all__ = ["keep_h2_class"]  # a fixture of the service tree's tests, used here too
 
 
 class Receiver:
@@ -178,16 +186,20 @@ def test_abstract_namespace_address() -> None:
         sock.close()
 
 
-def test_a_missing_socket_is_logged_not_raised(tmp_path: Path) -> None:
+def test_a_missing_socket_is_logged_once_not_raised(tmp_path: Path) -> None:
     clock = Clock()
     receiver = Receiver(socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM), str(tmp_path / "gone"))
     try:
         service, _, health, _ = make(receiver, clock, watchdog=1.0)
-        service.startService()
-        health.mark_ready()
-        clock.advance(1)
-        service.stopService()
+        with capturedLogs() as events:
+            service.startService()
+            health.mark_ready()
+            clock.pump([1.0] * 5)
+            service.stopService()
         assert service.ready
+        warnings = [e for e in events if e["log_level"] == LogLevel.warn]
+        assert len(warnings) == 1, events
+        assert "WATCHDOG=1" in formatEvent(warnings[0])
     finally:
         receiver.sock.close()
 
@@ -223,3 +235,33 @@ def test_watchdog_interval() -> None:
     assert watchdog_interval({"WATCHDOG_USEC": "400000", "WATCHDOG_PID": "1"}, pid) is None
     assert watchdog_interval({"WATCHDOG_USEC": "0"}, pid) is None
     assert watchdog_interval({"WATCHDOG_USEC": "soon"}, pid) is None
+
+
+def test_server_wires_it_last_and_lifecycle_says_stopping(
+    receiver: Receiver, tmp_path: Path, keep_h2_class: Any
+) -> None:
+    reactor = MemoryReactorClock()
+    config = make_config(tmp_path, shutdown_delay_duration=30.0)
+    assert Server(config, reactor, store=StubStore(), environ={}).sd_notify is None
+    env = {"NOTIFY_SOCKET": receiver.address, "WATCHDOG_USEC": "2000000"}
+    server = Server(config, reactor, store=StubStore(), environ=env)
+    assert [child.name for child in server.root] == [*ORDER, "sd-notify"]
+    assert reactor.getDelayedCalls() == []  # building schedules nothing, opens nothing
+    server.root.privilegedStartService()
+    server.root.startService()
+    port = server.listener.bound_port()
+    messages = receiver.messages()
+    assert messages[:2] == ["WATCHDOG=1", "STATUS=store ready"]
+    assert messages[2] == f"STATUS=serving on 127.0.0.1:{port}"
+    # The first readyz probe, at start, passed: the tree is up.
+    assert messages[3:] == ["READY=1\nSTATUS=ready"]
+    reactor.advance(1.0)
+    assert receiver.messages() == ["WATCHDOG=1"]
+    server.lifecycle.initiate()
+    assert receiver.messages() == ["STOPPING=1\nSTATUS=shutting down"]
+    assert result_of(render_endpoint(server.health, "readyz", {})).code == 500
+    stopped = server.root.stopService()
+    reactor.advance(0)
+    assert stopped.called
+    assert reactor.getDelayedCalls() == []
+    assert receiver.messages() == []
