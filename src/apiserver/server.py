@@ -38,6 +38,10 @@ post-start hooks, and tears down in the opposite order):
     the hooks, and their timers.
 ``lifecycle``
     the graceful-shutdown sequence and its ``--shutdown-delay-duration`` timer.
+``sd-notify``
+    only when ``$NOTIFY_SOCKET`` is set: ``READY=1`` once readyz first passes, ``STATUS=``
+    lines, ``STOPPING=1`` and the ``WATCHDOG=1`` loop for systemd
+    (:mod:`apiserver.service.sdnotify`).
 
 Signal handlers are process state too: :mod:`apiserver.tap` installs them
 (:func:`apiserver.service.signals.install_signal_handlers`) once the reactor runs.
@@ -52,6 +56,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from twisted.internet.defer import Deferred
@@ -96,6 +101,7 @@ from apiserver.service.maintenance import PeriodicTaskService
 from apiserver.service.ordered import OrderedService
 from apiserver.service.parts import PartsService
 from apiserver.service.poststart import PostStartService
+from apiserver.service.sdnotify import notify_service
 from apiserver.service.serving import ServingCertService, default_host
 from apiserver.service.store import CacherService, StoreService
 from apiserver.storage.cacher import Cacher
@@ -189,7 +195,13 @@ def make_cacher(config: ServerConfig, store: Store, clock: IReactorTime) -> Cach
 class Server:
     """Every part of a running server, built but not started (see the module docstring)."""
 
-    def __init__(self, config: ServerConfig, reactor: Any, store: Store | None = None) -> None:
+    def __init__(
+        self,
+        config: ServerConfig,
+        reactor: Any,
+        store: Store | None = None,
+        environ: Mapping[str, str] | None = None,
+    ) -> None:
         self.config = config
         self.reactor = reactor
         clock: IReactorTime = reactor
@@ -267,7 +279,7 @@ class Server:
             request_timeout=config.request_timeout,
             stop_listening=self._stop_listening,
             stop_process=self._stop_process,
-            on_initiated=self.shutdown_check.initiate,
+            on_initiated=self._shutdown_initiated,
         )
         self.metrics = Metrics(disabled=config.disabled_metrics or ())
         auth_stages = self.auth_stages = build_auth(config, reactor, self.store)
@@ -319,6 +331,16 @@ class Server:
         self.root.add(self.listener)
         self.root.add(self.post_start)
         self.root.add(LifecycleService(self.lifecycle))
+        # systemd's notification socket, read from the environment now but opened at start.
+        self.sd_notify = notify_service(
+            os.environ if environ is None else environ,
+            clock,
+            self.health,
+            storage_ready=self.wait_storage_ready,
+            serving_address=self._listening_address,
+        )
+        if self.sd_notify is not None:
+            self.root.add(self.sd_notify)
         self._install_api()
 
     # --- construction helpers ----------------------------------------------------------
@@ -444,6 +466,17 @@ class Server:
         return handle
 
     # --- lifecycle ---------------------------------------------------------------------
+
+    def _listening_address(self) -> str:
+        assert self.listener.port is not None
+        host = self.listener.port.getHost()
+        return f"{host.host}:{host.port}"
+
+    def _shutdown_initiated(self) -> None:
+        # readyz fails from now on; systemd hears STOPPING=1 at the same moment.
+        self.shutdown_check.initiate()
+        if self.sd_notify is not None:
+            self.sd_notify.stopping()
 
     def _stop_listening(self) -> Deferred[Any]:
         return self.listener.stop_listening()

@@ -6,6 +6,10 @@ as a parameter so tests can pass a fake one. ``makeService`` only builds: twistd
 returned tree (privileged start, then start) and stops it, in reverse, when the reactor
 stops. What needs a running reactor is scheduled here: the signal handlers (which must
 replace the ones Twisted installs when it starts running) and the GC tuning.
+
+Under systemd, when standard output is the journal, :class:`Options` has twistd log in the
+journal's format (:mod:`apiserver.journald`): it must be chosen while the options are parsed,
+before twistd creates its logger.
 """
 
 from __future__ import annotations
@@ -16,7 +20,14 @@ from twisted.application.service import IService
 
 from apiserver.options import ApiserverOptions
 
-Options = ApiserverOptions
+
+class Options(ApiserverOptions):
+    def postOptions(self) -> None:
+        super().postOptions()
+        from apiserver.journald import use_journald_logger
+
+        # ``parent`` is twistd's own ServerOptions (absent when parsed on their own).
+        use_journald_logger(getattr(self, "parent", None))
 
 
 def makeService(options: ApiserverOptions) -> IService:

@@ -47,8 +47,11 @@ class Daemon:
         port: int | None = None,
         cert_dir: Path | None = None,
         authenticate: bool = True,
+        env: dict[str, str] | None = None,
     ) -> None:
         self.workdir = workdir
+        #: Variables added to the daemon's environment (``NOTIFY_SOCKET``, ``JOURNAL_STREAM``).
+        self.env = dict(env or {})
         self.port = port or free_port()
         self.cert_dir = cert_dir or workdir / "certs"
         self.data_dir = workdir / "data"
@@ -90,7 +93,7 @@ class Daemon:
             self.command(),
             stdout=log,
             stderr=subprocess.STDOUT,
-            env=source_env(),
+            env={**source_env(), **self.env},
             cwd=self.workdir,
         )
         log.close()

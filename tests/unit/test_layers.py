@@ -35,7 +35,7 @@ ALLOWED: dict[str, set[str]] = {
     "api": {"http", "apimachinery", "registry", "storage", "auth", "options", "admission"},
     # assembly: may import everything
 }
-ASSEMBLY = {"server", "service", "tap", "cli", "devrun", "__main__", "logs", "gctune"}
+ASSEMBLY = {"server", "service", "tap", "cli", "devrun", "__main__", "logs", "gctune", "journald"}
 
 
 def package_of(path: Path) -> str:
