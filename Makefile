@@ -5,14 +5,25 @@ BIN := $(VENV)/bin
 PORT ?= 6443
 VAR ?= $(CURDIR)/var
 
-.PHONY: run test install install-test etcd lint man bench clean
+.PHONY: run test develop install-test install uninstall etcd lint man bench clean
+
+# `make install` / `make uninstall`: the server as a system service (README, "Running it as a
+# service"). DESTDIR stages the whole tree elsewhere (packaging); the paths inside it stay
+# the final ones.
+PREFIX ?= /opt/apiserver
+MANDIR ?= /usr/local/share/man/man8
+UNITDIR ?= /etc/systemd/system
+ENVDIR ?= /etc/default
+DESTDIR ?=
+# Extra arguments for the pip that installs into $(PREFIX), e.g. --no-index --find-links=DIR.
+PIP_ARGS ?=
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
 # A normal (not editable) install: twistd only finds twisted/plugins/ inside site-packages.
-install: $(BIN)/python
+develop: $(BIN)/python
 	$(BIN)/pip install --quiet .
 
 install-test: $(BIN)/python
@@ -25,7 +36,7 @@ etcd:
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq etcd-server >/dev/null; }
 	@etcd --version | head -1
 
-run: install
+run: develop
 	$(BIN)/python -m apiserver.devrun --port $(PORT) --var $(VAR)
 
 test: install-test etcd
@@ -36,7 +47,7 @@ lint: install-test
 	$(BIN)/ruff format --check src tests bench twisted
 	$(BIN)/mypy
 
-man: install
+man: develop
 	$(BIN)/python -m apiserver.options.manpage > man/apiserver.8
 	PYTHONPATH=src $(BIN)/python -m apiserver.options.fieldgen > src/apiserver/options/config_fields.py
 
@@ -45,3 +56,41 @@ bench: install-test etcd
 
 clean:
 	rm -rf $(VENV) var build *.egg-info src/*.egg-info
+
+# A virtualenv of its own at $(PREFIX) (the unit runs $(PREFIX)/bin/twistd), the man page
+# where `man apiserver` finds it, the unit (its ExecStart pointed at $(PREFIX)), and the
+# environment file unless one is there already: it holds the operator's flags. umask 022: the
+# service's dynamic user must be able to read what root installs. twistd's plugin cache is
+# written now, since the service cannot write under $(PREFIX) (ProtectSystem=strict). Under
+# DESTDIR the scripts' #! lines are made to name $(PREFIX), where the tree will end up.
+install:
+	umask 022 && set -e; \
+	root="$(DESTDIR)$(PREFIX)"; \
+	$(PYTHON) -m venv "$$root"; \
+	"$$root/bin/python" -m pip install --quiet $(PIP_ARGS) .; \
+	"$$root/bin/python" -c 'from twisted.plugin import IPlugin, getPlugins; list(getPlugins(IPlugin))'; \
+	if [ -n "$(DESTDIR)" ]; then \
+	  grep -lIr -- "$$root" "$$root/bin" "$$root/pyvenv.cfg" | xargs -r sed -i "s|$$root|$(PREFIX)|g"; \
+	fi; \
+	install -D -m 0644 man/apiserver.8 "$(DESTDIR)$(MANDIR)/apiserver.8"; \
+	mkdir -p "$(DESTDIR)$(UNITDIR)"; \
+	sed -e 's|/opt/apiserver/|$(PREFIX)/|g' -e 's|/etc/default/apiserver|$(ENVDIR)/apiserver|g' etc/apiserver.service > "$(DESTDIR)$(UNITDIR)/apiserver.service"; \
+	chmod 0644 "$(DESTDIR)$(UNITDIR)/apiserver.service"; \
+	if [ -e "$(DESTDIR)$(ENVDIR)/apiserver" ]; then \
+	  echo "$(DESTDIR)$(ENVDIR)/apiserver exists: kept"; \
+	else \
+	  install -D -m 0644 etc/apiserver.env "$(DESTDIR)$(ENVDIR)/apiserver"; \
+	fi
+
+# What install created: the virtualenv (only if it is one), the man page, the unit, and the
+# environment file if it is still the one install put there (an edited one is kept).
+uninstall:
+	@set -e; \
+	root="$(DESTDIR)$(PREFIX)"; \
+	if [ -f "$$root/pyvenv.cfg" ]; then rm -rf "$$root"; fi; \
+	rm -f "$(DESTDIR)$(MANDIR)/apiserver.8" "$(DESTDIR)$(UNITDIR)/apiserver.service"; \
+	env="$(DESTDIR)$(ENVDIR)/apiserver"; \
+	if [ -e "$$env" ]; then \
+	  if cmp -s etc/apiserver.env "$$env"; then rm -f "$$env"; \
+	  else echo "$$env was changed: kept"; fi; \
+	fi
