@@ -74,7 +74,7 @@ install:
 	fi; \
 	install -D -m 0644 man/apiserver.8 "$(DESTDIR)$(MANDIR)/apiserver.8"; \
 	mkdir -p "$(DESTDIR)$(UNITDIR)"; \
-	sed -e 's|/opt/apiserver/|$(PREFIX)/|g' -e 's|/etc/default/apiserver|$(ENVDIR)/apiserver|g' etc/apiserver.service > "$(DESTDIR)$(UNITDIR)/apiserver.service"; \
+	sed -e 's|/opt/apiserver|$(PREFIX)|g' -e 's|/etc/default/apiserver|$(ENVDIR)/apiserver|g' etc/apiserver.service > "$(DESTDIR)$(UNITDIR)/apiserver.service"; \
 	chmod 0644 "$(DESTDIR)$(UNITDIR)/apiserver.service"; \
 	if [ -e "$(DESTDIR)$(ENVDIR)/apiserver" ]; then \
 	  echo "$(DESTDIR)$(ENVDIR)/apiserver exists: kept"; \
