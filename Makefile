@@ -63,9 +63,11 @@ clean:
 # service's dynamic user must be able to read what root installs. twistd's plugin cache is
 # written now, since the service cannot write under $(PREFIX) (ProtectSystem=strict). Under
 # DESTDIR the scripts' #! lines are made to name $(PREFIX), where the tree will end up.
+# build/ goes first: setuptools reuses it and would install modules deleted from src/ since.
 install:
 	umask 022 && set -e; \
 	root="$(DESTDIR)$(PREFIX)"; \
+	rm -rf build; \
 	$(PYTHON) -m venv "$$root"; \
 	"$$root/bin/python" -m pip install --quiet $(PIP_ARGS) .; \
 	"$$root/bin/python" -c 'from twisted.plugin import IPlugin, getPlugins; list(getPlugins(IPlugin))'; \
@@ -74,7 +76,8 @@ install:
 	fi; \
 	install -D -m 0644 man/apiserver.8 "$(DESTDIR)$(MANDIR)/apiserver.8"; \
 	mkdir -p "$(DESTDIR)$(UNITDIR)"; \
-	sed -e 's|/opt/apiserver|$(PREFIX)|g' -e 's|/etc/default/apiserver|$(ENVDIR)/apiserver|g' etc/apiserver.service > "$(DESTDIR)$(UNITDIR)/apiserver.service"; \
+	sed -e 's|/opt/apiserver|$(PREFIX)|g' -e 's|/etc/default/apiserver|$(ENVDIR)/apiserver|g' \
+	  etc/apiserver.service > "$(DESTDIR)$(UNITDIR)/apiserver.service"; \
 	chmod 0644 "$(DESTDIR)$(UNITDIR)/apiserver.service"; \
 	if [ -e "$(DESTDIR)$(ENVDIR)/apiserver" ]; then \
 	  echo "$(DESTDIR)$(ENVDIR)/apiserver exists: kept"; \
