@@ -218,6 +218,22 @@ def test_systemd_analyze_security_exposure_is_ok(tmp_path: Path) -> None:
     assert exposure(bare) > MAX_EXPOSURE
 
 
+@needs_analyze
+def test_the_port_443_variant_is_still_ok(tmp_path: Path) -> None:
+    """The unit's recipe for a port below 1024 (one capability, no private user namespace)
+    keeps the rating within the target."""
+    text = UNIT.read_text()
+    assert "set PrivateUsers=no further down" in text
+    variant = tmp_path / "apiserver.service"
+    variant.write_text(
+        text.replace("\nCapabilityBoundingSet=\n", "\nCapabilityBoundingSet=CAP_NET_BIND_SERVICE\n")
+        .replace("\nAmbientCapabilities=\n", "\nAmbientCapabilities=CAP_NET_BIND_SERVICE\n")
+        .replace("\nPrivateUsers=yes\n", "\nPrivateUsers=no\n")
+    )
+    assert variant.read_text().count("=CAP_NET_BIND_SERVICE\n") == 4  # 2 commented, 2 set
+    assert exposure(variant) <= MAX_EXPOSURE
+
+
 PR_SET_MDWE = 65
 PR_MDWE_REFUSE_EXEC_GAIN = 1
 
