@@ -1,7 +1,8 @@
 """The server holds 5,000 concurrent TLS connections under the unit's ``LimitNOFILE=``.
 
-systemd sets the limit before the server starts (the server does not raise its own, as
-kube-apiserver does not); here the test raises its own soft limit the same way, capped at
+systemd sets the limit before the server starts: the server does not raise its own soft
+limit (kube-apiserver's is raised to the hard limit by Go's runtime, syscall/rlimit.go; the
+unit does it for this one). Here the test raises its own soft limit the same way, capped at
 the hard limit, and the daemon inherits it. Each connection completes its TLS handshake, so
 the server has accepted it and holds its descriptor; a request on a new connection still
 succeeds while all are open. With the default soft limit of 1,024 the server could not.
