@@ -5,7 +5,8 @@ enforces it): everything it builds takes the reactor
 as a parameter so tests can pass a fake one. ``makeService`` only builds: twistd starts the
 returned tree (privileged start, then start) and stops it, in reverse, when the reactor
 stops. What needs a running reactor is scheduled here: the signal handlers (which must
-replace the ones Twisted installs when it starts running) and the GC tuning.
+replace the ones Twisted installs when it starts running) and the GC tuning; the open-files
+limit is raised to the hard limit, as Go's runtime does for kube-apiserver.
 
 Under systemd, when standard output is the journal, :class:`Options` has twistd log in the
 journal's format (:mod:`apiserver.journald`): it must be chosen while the options are parsed,
@@ -35,6 +36,7 @@ def makeService(options: ApiserverOptions) -> IService:
 
     from apiserver.gctune import tune_gc
     from apiserver.server import Server
+    from apiserver.service.limits import raise_open_files_limit
     from apiserver.service.signals import install_signal_handlers
 
     config = options.config
@@ -44,6 +46,8 @@ def makeService(options: ApiserverOptions) -> IService:
         # A bad policy, token, key or config file: say which and stop, as kube-apiserver does.
         sys.stderr.write(f"Error: {error}\n")
         raise SystemExit(1) from None
+    # Process state, like the signal handlers: set here, never while the server is built.
+    raise_open_files_limit()
     reactor.callWhenRunning(install_signal_handlers, reactor, server.lifecycle)
     reactor.callWhenRunning(tune_gc)
     return server.root
