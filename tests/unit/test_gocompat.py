@@ -273,3 +273,19 @@ def test_time_formats() -> None:
     assert format_time_string(None) == "0001-01-01 00:00:00 +0000 UTC"
     assert format_unix_time_string(1.5) == "1970-01-01 00:00:01.5 +0000 UTC"
     assert format_unix_time_string(-1e12) == "0001-01-01 00:00:00 +0000 UTC"
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        (b'{"a":"plain"}', b'{"a":"plain"}'),
+        (b'{"q":"a=1&b=<2>"}', b'{"q":"a=1\\u0026b=\\u003c2\\u003e"}'),
+        ('{"s":"\u2028\u2029"}'.encode(), b'{"s":"\\u2028\\u2029"}'),
+        # Another character whose UTF-8 starts with the same two bytes stays as it is.
+        ('{"s":"\u2026"}'.encode(), '{"s":"\u2026"}'.encode()),
+    ],
+)
+def test_html_safe_matches_go(raw: bytes, expected: bytes) -> None:
+    from apiserver.gocompat.marshal import html_safe
+
+    assert html_safe(raw) == expected

@@ -111,7 +111,9 @@ def html_safe(data: bytes) -> bytes:
     """UTF-8 JSON (orjson's, say) made HTML-safe as Go's ``encoding/json`` writes it: ``<``,
     ``>``, ``&``, U+2028 and U+2029 become ``\\u003c``... They can only occur inside strings,
     so a plain substitution is exact; the common case (none of them) costs one search."""
-    if _HTML_BYTES_RE.search(data) is None:
+    # Four substring tests (memchr) are about twenty times faster than one search of the
+    # alternation on a kilobyte of JSON, and most documents contain none of them.
+    if b"&" not in data and b"<" not in data and b">" not in data and b"\xe2\x80" not in data:
         return data
     return _HTML_BYTES_RE.sub(lambda m: _HTML_SAFE_BYTES[m.group(0)], data)
 
