@@ -18,7 +18,7 @@ from apiserver.auth.authn import ALWAYS_ALLOW_LOG, ReloadingJWT, build_authentic
 from apiserver.auth.authn.common import ConfigError
 from apiserver.auth.authn.jwt_config import parse_authentication_config
 from apiserver.auth.authn.serviceaccount import TokenSigner
-from apiserver.auth.interface import AuthenticationError
+from apiserver.auth.interface import AuthenticationError, AuthResult, UserInfo
 from apiserver.options.config import ServerConfig
 
 
@@ -290,3 +290,46 @@ def test_authentication_config_reload(tmp_path: Path) -> None:
     path.write_text(AUTH_CONFIG + "anonymous: {enabled: true}\n")  # anonymous may not change
     clock.advance(60)
     assert reloading.authenticators[0].config.issuer_url == "https://idp2.example"
+
+
+def test_authentication_config_jwt_authenticators_are_asked(tmp_path: Path) -> None:
+    """Tokens go to the configured issuers' authenticators, the reloaded ones after a
+    reload (the union used to stay empty, so no JWT from the file was ever accepted)."""
+    path = tmp_path / "authn.yaml"
+    path.write_text(AUTH_CONFIG)
+    clock = reactor()
+    data = path.read_bytes()
+
+    class Offline:
+        def request(self, *args: Any, **kw: Any) -> Any:
+            return defer.Deferred()
+
+    reloading = ReloadingJWT(
+        str(path),
+        parse_authentication_config(data, str(path)),
+        data,
+        (),
+        (),
+        clock,
+        lambda *_: Offline(),
+    )
+    asked: list[tuple[str, str]] = []
+
+    def answering(name: str) -> Any:
+        def authenticate_token(token: str, audiences: tuple[str, ...]) -> Any:
+            asked.append((name, token))
+            return AuthResult(UserInfo(name=f"user-of-{name}"), ())
+
+        return authenticate_token
+
+    reloading.authenticators[0].authenticate_token = answering("first")  # type: ignore[method-assign]
+    result = reloading.authenticate_token("t1", ())
+    assert isinstance(result, AuthResult) and result.user.name == "user-of-first"
+    reloading.start(60)
+    path.write_text(AUTH_CONFIG.replace("idp.example", "idp2.example"))
+    clock.advance(60)
+    reloading.authenticators[0].authenticate_token = answering("second")  # type: ignore[method-assign]
+    result = reloading.authenticate_token("t2", ())
+    assert isinstance(result, AuthResult) and result.user.name == "user-of-second"
+    assert asked == [("first", "t1"), ("second", "t2")]
+    reloading.stop()

@@ -166,9 +166,21 @@ class ReloadingJWT:
         self.client_factory = client_factory or _http_client
         self.config = config
         self.digest = hashlib.sha256(data).digest()
-        self._union = TokenUnion([])
         self._loop: LoopingCall | None = None
+        self._union = TokenUnion(())
         self.authenticators = self._build(config.jwt)
+
+    @property
+    def authenticators(self) -> list[JWTAuthenticator]:
+        """The current issuers' authenticators, in the file's order."""
+        return self._authenticators
+
+    @authenticators.setter
+    def authenticators(self, value: list[JWTAuthenticator]) -> None:
+        # The union asked per token is rebuilt with them (tokenunion.New over the current
+        # set, as the reference swaps its authenticator on reload).
+        self._authenticators = value
+        self._union = TokenUnion(value)
 
     def _build(self, configs: Sequence[JWTConfig]) -> list[JWTAuthenticator]:
         built = [
