@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.event_fixtures import event_dict
 from tests.integration.daemon import Daemon, write_kubeconfig
 from tests.storage.etcdserver import EtcdServer
 
@@ -20,21 +21,7 @@ BACKENDS = ["sqlite", "etcd3"]
 
 
 def event_body(name: str, namespace: str = "default", note: str = "n") -> bytes:
-    return json.dumps(
-        {
-            "apiVersion": "events.k8s.io/v1",
-            "kind": "Event",
-            "metadata": {"name": name, "namespace": namespace},
-            "eventTime": "2026-11-22T10:00:00.000001Z",
-            "reportingController": "example.com/c",
-            "reportingInstance": "c-1",
-            "action": "Create",
-            "reason": "Created",
-            "type": "Normal",
-            "note": note,
-            "regarding": {"kind": "Pod", "namespace": namespace, "name": "p"},
-        }
-    ).encode()
+    return json.dumps(event_dict(name, namespace, note=note)).encode()
 
 
 class ApiServer:

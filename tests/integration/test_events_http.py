@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from tests.event_fixtures import event_dict
 from tests.integration.api_fixtures import ApiServer, api_server  # noqa: F401 - fixture
 from tests.integration.daemon import Daemon
 
@@ -19,21 +20,7 @@ BASE = "/apis/events.k8s.io/v1"
 
 
 def body(name: str, namespace: str, **extra: Any) -> dict[str, Any]:
-    event: dict[str, Any] = {
-        "apiVersion": "events.k8s.io/v1",
-        "kind": "Event",
-        "metadata": {"name": name, "namespace": namespace, "labels": {"app": "x"}},
-        "eventTime": "2026-11-22T10:00:00.000001Z",
-        "reportingController": "example.com/c",
-        "reportingInstance": "c-1",
-        "action": "Create",
-        "reason": "Created",
-        "type": "Normal",
-        "note": "n",
-        "regarding": {"kind": "Pod", "namespace": namespace, "name": "p"},
-    }
-    event.update(extra)
-    return event
+    return event_dict(name, namespace, labels={"app": "x"}, **extra)
 
 
 def call(

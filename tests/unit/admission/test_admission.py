@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from tests.event_fixtures import event_dict
 from tests.unit.fake_request import FakeRequest
 from tests.unit.unit_helpers import FakeStore, result_of
 from twisted.internet import defer
@@ -72,21 +73,7 @@ class Recording:
 
 
 def event(name: str, labels: dict[str, str] | None = None) -> bytes:
-    return json.dumps(
-        {
-            "apiVersion": "events.k8s.io/v1",
-            "kind": "Event",
-            "metadata": {"name": name, "namespace": "ns", "labels": labels or {}},
-            "eventTime": "2026-11-22T10:00:00.000001Z",
-            "reportingController": "example.com/c",
-            "reportingInstance": "c-1",
-            "action": "Create",
-            "reason": "Created",
-            "type": "Normal",
-            "note": "n",
-            "regarding": {"kind": "Pod", "namespace": "ns", "name": "p"},
-        }
-    ).encode()
+    return json.dumps(event_dict(name, "ns", labels=labels or {})).encode()
 
 
 def call(api: EventsAPI, method: str, path: str, body: bytes, content_type: bytes) -> Response:

@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import attrs
+from tests.event_fixtures import event_dict
 from tests.unit.unit_helpers import AppResource
 from treq.testing import StubTreq
 from twisted.internet.defer import Deferred
@@ -44,21 +45,7 @@ EVENTS_PREFIX = b"/registry/events/"
 
 def event(name: str, namespace: str = "ns1", **extra: Any) -> dict[str, Any]:
     """A valid events.k8s.io/v1 Event body (the integration tests' ``body``)."""
-    body: dict[str, Any] = {
-        "apiVersion": "events.k8s.io/v1",
-        "kind": "Event",
-        "metadata": {"name": name, "namespace": namespace, "labels": {"app": "x"}},
-        "eventTime": "2026-11-22T10:00:00.000001Z",
-        "reportingController": "example.com/c",
-        "reportingInstance": "c-1",
-        "action": "Create",
-        "reason": "Created",
-        "type": "Normal",
-        "note": "n",
-        "regarding": {"kind": "Pod", "namespace": namespace, "name": "p"},
-    }
-    body.update(extra)
-    return body
+    return event_dict(name, namespace, labels={"app": "x"}, **extra)
 
 
 def fired(d: Deferred[Any]) -> Any:
