@@ -50,7 +50,7 @@ from apiserver.http.coalesce import WriteCoalescer
 from apiserver.http.request import HTTPRequest
 from apiserver.http.response import Response
 from apiserver.registry import codec
-from apiserver.registry.store import Obj, Registry, metadata
+from apiserver.registry.store import Obj, Registry, TryUpdate, metadata
 from apiserver.storage.interface import (
     CompactedError,
     FutureRevisionError,
@@ -523,16 +523,11 @@ class EventsAPI:
             await run_validating(admission, attributes)
             return updated
 
-        try:
-            obj, created = await self.registry.guaranteed_update(
-                target.namespace, target.name, try_update, dry_run=bool(opts.dry_run)
-            )
-        except deletion.EmptiedFinalizers as emptied:
-            # The UID sent in the body is the delete's precondition (rest/update.go
-            # defaultUpdatedObjectInfo.Preconditions).
-            uid = metadata(new).get("uid") or None
-            obj = await self._delete_emptied(target, emptied.obj, uid, bool(opts.dry_run))
-            created = False
+        # The UID sent in the body is the precondition of a delete the update may cause
+        # (rest/update.go defaultUpdatedObjectInfo.Preconditions).
+        obj, created = await self._store_update(
+            target, try_update, bool(opts.dry_run), metadata(new).get("uid") or None
+        )
         return self._render_object(request, info, 201 if created else 200, obj, warnings)
 
     def _check_identity(self, obj: Obj, target: Target) -> None:
@@ -659,15 +654,9 @@ class EventsAPI:
                 await run_validating(admission, attributes)
             return updated
 
-        try:
-            obj, created = await self.registry.guaranteed_update(
-                target.namespace, target.name, try_update, dry_run=bool(opts.dry_run)
-            )
-        except deletion.EmptiedFinalizers as emptied:
-            # A patch has no preconditions (handlers/patch.go gives no object to
-            # DefaultUpdatedObjectInfo).
-            obj = await self._delete_emptied(target, emptied.obj, None, bool(opts.dry_run))
-            created = False
+        # A patch has no preconditions (handlers/patch.go gives no object to
+        # DefaultUpdatedObjectInfo).
+        obj, created = await self._store_update(target, try_update, bool(opts.dry_run), None)
         warnings = list(getattr(patcher, "warnings", []))
         return self._render_object(request, info, 201 if created else 200, obj, warnings)
 
@@ -766,6 +755,23 @@ class EventsAPI:
             )
             return gone, True
         return marked, False
+
+    async def _store_update(
+        self,
+        target: Target,
+        try_update: TryUpdate,
+        dry_run: bool,
+        uid: str | None,
+    ) -> tuple[Obj, bool]:
+        """``GuaranteedUpdate``, then store.go's ``deleteWithoutFinalizers`` when the update
+        emptied the finalizers of an object being deleted (``uid`` its precondition)."""
+        assert target.namespace is not None and target.name is not None
+        try:
+            return await self.registry.guaranteed_update(
+                target.namespace, target.name, try_update, dry_run=dry_run
+            )
+        except deletion.EmptiedFinalizers as emptied:
+            return await self._delete_emptied(target, emptied.obj, uid, dry_run), False
 
     async def _delete_emptied(
         self, target: Target, obj: Obj, uid: str | None, dry_run: bool
