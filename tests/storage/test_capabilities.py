@@ -8,13 +8,12 @@ to the etcd backend must not make servers that share one etcd serve stale reads 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 from twisted.internet.defer import Deferred
 from twisted.internet.task import Clock
 from twisted.internet.testing import MemoryReactorClock
-from twisted.python.failure import Failure
 
 from apiserver.apimachinery import errors
 from apiserver.registry.store import Registry
@@ -36,20 +35,10 @@ from apiserver.storage.interface import (
 )
 from apiserver.storage.memory import MemoryStore
 from apiserver.storage.sqlite import SqliteStore
+from tests.unit.unit_helpers import fired
 
-T = TypeVar("T")
 PREFIX = b"/registry/events/"
 GR = errors.GroupResource("events.k8s.io", "events")
-
-
-def now(d: Deferred[T]) -> T:
-    results: list[Any] = []
-    d.addBoth(results.append)
-    assert results, "the Deferred has not fired synchronously"
-    if isinstance(results[0], Failure):
-        results[0].raiseException()
-    value: T = results[0]
-    return value
 
 
 def check_declarations(store: Store) -> None:
@@ -143,15 +132,15 @@ def event(name: str) -> dict[str, Any]:
 
 def test_registry_reads_a_store_declaring_nothing_through_the_store() -> None:
     store = Undeclared(Clock())
-    now(store.start())
+    fired(store.start())
     registry = Registry(store, group_resource=GR)
-    created = now(Deferred.fromCoroutine(registry.create(event("a"))))
+    created = fired(Deferred.fromCoroutine(registry.create(event("a"))))
     assert registry.get_now("ns", "a") == (False, None)
-    got = now(Deferred.fromCoroutine(registry.get("ns", "a")))
+    got = fired(Deferred.fromCoroutine(registry.get("ns", "a")))
     assert got["metadata"]["resourceVersion"] == created["metadata"]["resourceVersion"]
     assert registry.list_revision_now("ns") is None
     assert not registry.can_list_cached("ns")
-    page = now(Deferred.fromCoroutine(registry.list_page("ns")))
+    page = fired(Deferred.fromCoroutine(registry.list_page("ns")))
     assert [item["metadata"]["name"] for item in page.items] == ["a"]
     assert store.reads == ["get", "range"]
     # Its watches get flow control from the registry.
@@ -162,27 +151,27 @@ def test_registry_reads_a_store_declaring_nothing_through_the_store() -> None:
 
 def test_cacher_over_a_store_declaring_nothing_never_claims_to_be_current() -> None:
     store = Undeclared(Clock())
-    now(store.start())
+    fired(store.start())
     cacher = Cacher(store, [PREFIX], Clock())
-    now(cacher.start())
-    now(cacher.ready)
+    fired(cacher.start())
+    fired(cacher.ready)
     registry = Registry(cacher, group_resource=GR)
-    now(Deferred.fromCoroutine(registry.create(event("a"))))
+    fired(Deferred.fromCoroutine(registry.create(event("a"))))
     assert registry.get_now("ns", "a") == (False, None)
     assert registry.list_revision_now("ns") is None
     assert cacher.current_snapshot(PREFIX) is None
     assert registry.can_list_cached("ns")  # lists of resourceVersion=0 may still be cached
-    now(cacher.stop())
+    fired(cacher.stop())
 
 
 def test_registry_reads_a_declared_current_cache_from_memory() -> None:
     store = MemoryStore(Clock())
-    now(store.start())
+    fired(store.start())
     cacher = Cacher(store, [PREFIX], Clock())
-    now(cacher.start())
-    now(cacher.ready)
+    fired(cacher.start())
+    fired(cacher.ready)
     registry = Registry(cacher, group_resource=GR)
-    created = now(Deferred.fromCoroutine(registry.create(event("a"))))
+    created = fired(Deferred.fromCoroutine(registry.create(event("a"))))
     known, obj = registry.get_now("ns", "a")
     assert known and obj is not None
     assert obj["metadata"]["resourceVersion"] == created["metadata"]["resourceVersion"]
@@ -190,53 +179,53 @@ def test_registry_reads_a_declared_current_cache_from_memory() -> None:
     w = registry.watch("ns", 0, lambda e: None)
     assert isinstance(w, PausableWatch) and not isinstance(w, BufferedWatch)
     w.cancel()
-    now(cacher.stop())
+    fired(cacher.stop())
 
 
 @pytest.mark.parametrize("paused_for", [3, 4])
 def test_buffered_watch_holds_changes_while_paused_and_ends_a_slow_one(paused_for: int) -> None:
     store = MemoryStore(Clock())
-    now(store.start())
+    fired(store.start())
     seen: list[WatchEvent] = []
     registry = Registry(store, group_resource=GR, max_pending_per_watcher=3)
     w = registry.watch(None, 0, seen.append)
     assert isinstance(w, BufferedWatch)
-    now(Deferred.fromCoroutine(registry.create(event("first"))))
+    fired(Deferred.fromCoroutine(registry.create(event("first"))))
     w.pauseProducing()
     for i in range(paused_for):
-        now(Deferred.fromCoroutine(registry.create(event(f"e{i}"))))
+        fired(Deferred.fromCoroutine(registry.create(event(f"e{i}"))))
     assert len(seen) == 1
     w.resumeProducing()
     if paused_for <= 3:
         assert len(seen) == 4 and not w.ended_slow
         revisions = [e.kv.mod_revision for e in seen]
         assert revisions == sorted(revisions)
-        now(Deferred.fromCoroutine(registry.create(event("live"))))
+        fired(Deferred.fromCoroutine(registry.create(event("live"))))
         assert len(seen) == 5
         w.cancel()
     else:
         assert len(seen) == 1 and w.ended_slow
-        now(Deferred.fromCoroutine(registry.create(event("late"))))
+        fired(Deferred.fromCoroutine(registry.create(event("late"))))
         assert len(seen) == 1
-    assert now(w.done) is None
+    assert fired(w.done) is None
     assert store._watches == {}  # the backend watch was cancelled with it
 
 
 def test_buffered_watch_passes_on_a_compacted_start() -> None:
     store = MemoryStore(Clock())
-    now(store.start())
+    fired(store.start())
     registry = Registry(store, group_resource=GR)
-    first = now(Deferred.fromCoroutine(registry.create(event("a"))))
-    now(Deferred.fromCoroutine(registry.create(event("b"))))
-    now(store.compact(now(store.current_revision())))
+    first = fired(Deferred.fromCoroutine(registry.create(event("a"))))
+    fired(Deferred.fromCoroutine(registry.create(event("b"))))
+    fired(store.compact(fired(store.current_revision())))
     w = registry.watch(None, int(first["metadata"]["resourceVersion"]), lambda e: None)
     with pytest.raises(CompactedError):
-        now(w.done)
+        fired(w.done)
 
 
 def test_buffered_watch_paused_again_while_resuming_keeps_the_rest() -> None:
     store = MemoryStore(Clock())
-    now(store.start())
+    fired(store.start())
     registry = Registry(store, group_resource=GR)
     seen: list[WatchEvent] = []
 
@@ -248,7 +237,7 @@ def test_buffered_watch_paused_again_while_resuming_keeps_the_rest() -> None:
     w = registry.watch(None, 0, consume)
     w.pauseProducing()
     for i in range(4):
-        now(Deferred.fromCoroutine(registry.create(event(f"e{i}"))))
+        fired(Deferred.fromCoroutine(registry.create(event(f"e{i}"))))
     w.resumeProducing()
     assert len(seen) == 2
     w.resumeProducing()

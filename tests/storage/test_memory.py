@@ -3,12 +3,10 @@ when the call returns, all time is the injected clock's, and no timer outlives `
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
-from twisted.internet.defer import Deferred
 from twisted.internet.task import Clock
-from twisted.python.failure import Failure
 
 from apiserver.storage.interface import (
     CompactedError,
@@ -18,24 +16,12 @@ from apiserver.storage.interface import (
     WatchEvent,
 )
 from apiserver.storage.memory import MemoryStore
-
-T = TypeVar("T")
-
-
-def now(d: Deferred[T]) -> T:
-    """The result of an already-fired Deferred (fails the test if it has not fired)."""
-    results: list[Any] = []
-    d.addBoth(results.append)
-    assert results, "the Deferred has not fired synchronously"
-    if isinstance(results[0], Failure):
-        results[0].raiseException()
-    value: T = results[0]
-    return value
+from tests.unit.unit_helpers import fired
 
 
 def started(clock: Clock, **kwargs: Any) -> MemoryStore:
     store = MemoryStore(clock, **kwargs)
-    now(store.start())
+    fired(store.start())
     return store
 
 
@@ -45,26 +31,26 @@ def test_it_is_a_store() -> None:
 
 def test_every_deferred_fires_synchronously() -> None:
     store = started(Clock())
-    kv = now(store.create(b"/k", b"v"))
-    assert now(store.get(b"/k")) == kv
-    kv2 = now(store.update(b"/k", b"v2", kv.mod_revision))
-    assert now(store.range(b"/")).kvs == (kv2,)
-    assert now(store.count(b"/")) == 1
-    assert now(store.current_revision()) == kv2.mod_revision
+    kv = fired(store.create(b"/k", b"v"))
+    assert fired(store.get(b"/k")) == kv
+    kv2 = fired(store.update(b"/k", b"v2", kv.mod_revision))
+    assert fired(store.range(b"/")).kvs == (kv2,)
+    assert fired(store.count(b"/")) == 1
+    assert fired(store.current_revision()) == kv2.mod_revision
     with pytest.raises(KeyNotFoundError):
-        now(store.get(b"/missing"))
-    now(store.delete(b"/k"))
-    now(store.compact(kv2.mod_revision))
-    now(store.check_health(1.0))
-    now(store.check_ready(1.0))
-    now(store.stop())
+        fired(store.get(b"/missing"))
+    fired(store.delete(b"/k"))
+    fired(store.compact(kv2.mod_revision))
+    fired(store.check_health(1.0))
+    fired(store.check_ready(1.0))
+    fired(store.stop())
 
 
 def test_watch_delivers_before_the_write_returns() -> None:
     store = started(Clock())
     seen: list[WatchEvent] = []
     store.watch(b"/", 0, seen.append)
-    kv = now(store.create(b"/k", b"v"))
+    kv = fired(store.create(b"/k", b"v"))
     assert [e.kv for e in seen] == [kv]
 
 
@@ -73,66 +59,66 @@ def test_ttl_expires_on_the_injected_clock_only() -> None:
     store = started(clock)
     seen: list[WatchEvent] = []
     store.watch(b"/", 0, seen.append)
-    kv = now(store.create(b"/short", b"v", ttl=5))
-    now(store.create(b"/long", b"v", ttl=10))
+    kv = fired(store.create(b"/short", b"v", ttl=5))
+    fired(store.create(b"/long", b"v", ttl=10))
     assert len(clock.getDelayedCalls()) == 1  # one timer, at the earliest expiry
     clock.advance(4.9)
-    assert now(store.get(b"/short")) == kv
+    assert fired(store.get(b"/short")) == kv
     clock.advance(0.1)
     with pytest.raises(KeyNotFoundError):
-        now(store.get(b"/short"))
+        fired(store.get(b"/short"))
     assert [(e.type, e.kv.key, e.prev_kv) for e in seen[2:]] == [("DELETE", b"/short", kv)]
     clock.advance(5)
-    assert now(store.count(b"/")) == 0
+    assert fired(store.count(b"/")) == 0
     assert clock.getDelayedCalls() == []
 
 
 def test_a_write_without_ttl_cancels_the_expiry() -> None:
     clock = Clock()
     store = started(clock)
-    kv = now(store.create(b"/k", b"v", ttl=5))
-    kv2 = now(store.update(b"/k", b"v2", kv.mod_revision))
+    kv = fired(store.create(b"/k", b"v", ttl=5))
+    kv2 = fired(store.update(b"/k", b"v2", kv.mod_revision))
     clock.advance(10)
-    assert now(store.get(b"/k")) == kv2
+    assert fired(store.get(b"/k")) == kv2
     assert clock.getDelayedCalls() == []
 
 
 def test_a_longer_ttl_replaces_a_shorter_one() -> None:
     clock = Clock()
     store = started(clock)
-    kv = now(store.create(b"/k", b"v", ttl=5))
-    kv2 = now(store.update(b"/k", b"v2", kv.mod_revision, ttl=20))
+    kv = fired(store.create(b"/k", b"v", ttl=5))
+    kv2 = fired(store.update(b"/k", b"v2", kv.mod_revision, ttl=20))
     clock.advance(10)
-    assert now(store.get(b"/k")) == kv2
+    assert fired(store.get(b"/k")) == kv2
     clock.advance(10)
     with pytest.raises(KeyNotFoundError):
-        now(store.get(b"/k"))
+        fired(store.get(b"/k"))
 
 
 def test_stop_leaves_no_timer_and_ends_watches() -> None:
     clock = Clock()
     store = started(clock, compaction_interval=60)
-    now(store.create(b"/k", b"v", ttl=5))
+    fired(store.create(b"/k", b"v", ttl=5))
     w = store.watch(b"/", 0, lambda e: None)
     assert len(clock.getDelayedCalls()) == 2
-    now(store.stop())
+    fired(store.stop())
     assert clock.getDelayedCalls() == []
-    assert now(w.done) is None
+    assert fired(w.done) is None
     with pytest.raises(UnavailableError):
-        now(store.get(b"/k"))
+        fired(store.get(b"/k"))
 
 
 def test_periodic_compaction_compacts_to_the_revision_seen_an_interval_before() -> None:
     clock = Clock()
     store = started(clock, compaction_interval=60)
-    kv = now(store.create(b"/k", b"1"))
+    kv = fired(store.create(b"/k", b"1"))
     clock.advance(60)  # remembers the current revision
-    kv2 = now(store.update(b"/k", b"2", kv.mod_revision))
+    kv2 = fired(store.update(b"/k", b"2", kv.mod_revision))
     clock.advance(60)  # compacts to kv's revision
     with pytest.raises(CompactedError):
-        now(store.get(b"/k", revision=kv.mod_revision - 1))
-    assert now(store.get(b"/k", revision=kv.mod_revision)) == kv
-    assert now(store.get(b"/k")) == kv2
+        fired(store.get(b"/k", revision=kv.mod_revision - 1))
+    assert fired(store.get(b"/k", revision=kv.mod_revision)) == kv
+    assert fired(store.get(b"/k")) == kv2
 
 
 def test_with_an_owner_the_compactor_is_declared_and_not_run() -> None:
@@ -144,16 +130,16 @@ def test_with_an_owner_the_compactor_is_declared_and_not_run() -> None:
     assert (task.name, task.interval, task.now) == ("compaction", 60, False)
     assert MemoryStore(clock, compaction_interval=60).maintenance() == ()
     assert MemoryStore(clock, run_maintenance=False).maintenance() == ()
-    kv = now(store.create(b"/k", b"1", ttl=100))
+    kv = fired(store.create(b"/k", b"1", ttl=100))
     assert len(clock.getDelayedCalls()) == 1  # the expiry call only
     clock.advance(60)
-    now(task.run())  # remembers the current revision
-    kv2 = now(store.update(b"/k", b"2", kv.mod_revision, ttl=100))
-    now(task.run())  # compacts to kv's revision
+    fired(task.run())  # remembers the current revision
+    kv2 = fired(store.update(b"/k", b"2", kv.mod_revision, ttl=100))
+    fired(task.run())  # compacts to kv's revision
     with pytest.raises(CompactedError):
-        now(store.get(b"/k", revision=kv.mod_revision - 1))
-    assert now(store.get(b"/k")) == kv2
-    now(store.stop())
+        fired(store.get(b"/k", revision=kv.mod_revision - 1))
+    assert fired(store.get(b"/k")) == kv2
+    fired(store.stop())
     assert clock.getDelayedCalls() == []
 
 
@@ -164,38 +150,38 @@ def test_a_callback_that_writes_does_not_reorder_events() -> None:
     def first(event: WatchEvent) -> None:
         seen.append((1, event.kv.key))
         if event.kv.key == b"/a":
-            now(store.create(b"/b", b"v"))
+            fired(store.create(b"/b", b"v"))
 
     def second(event: WatchEvent) -> None:
         seen.append((2, event.kv.key))
 
     store.watch(b"/", 0, first)
     store.watch(b"/", 0, second)
-    now(store.create(b"/a", b"v"))
+    fired(store.create(b"/a", b"v"))
     assert [key for n, key in seen if n == 1] == [b"/a", b"/b"]
     assert [key for n, key in seen if n == 2] == [b"/a", b"/b"]
 
 
 def test_watch_from_a_future_revision_skips_what_comes_before() -> None:
     store = started(Clock())
-    rev = now(store.current_revision())
+    rev = fired(store.current_revision())
     seen: list[WatchEvent] = []
     store.watch(b"/", rev + 3, seen.append)
     for i in range(4):
-        now(store.create(b"/%d" % i, b"v"))
+        fired(store.create(b"/%d" % i, b"v"))
     assert [e.kv.mod_revision for e in seen] == [rev + 3, rev + 4]
 
 
 def test_replay_then_live_from_inside_a_callback() -> None:
     store = started(Clock())
-    first = now(store.create(b"/a", b"1"))
-    now(store.create(b"/b", b"2"))
+    first = fired(store.create(b"/a", b"1"))
+    fired(store.create(b"/b", b"2"))
     seen: list[int] = []
 
     def callback(event: WatchEvent) -> None:
         seen.append(event.kv.mod_revision)
         if len(seen) == 1:
-            now(store.create(b"/c", b"3"))
+            fired(store.create(b"/c", b"3"))
 
     store.watch(b"/", first.mod_revision, callback)
     assert seen == [first.mod_revision, first.mod_revision + 1, first.mod_revision + 2]

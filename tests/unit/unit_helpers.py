@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, TypeVar
 
 from twisted.internet import defer
 from twisted.internet.defer import Deferred
@@ -13,6 +13,8 @@ from twisted.web.server import NOT_DONE_YET
 
 from apiserver.http.app import App
 from apiserver.storage.interface import KeyNotFoundError, KeyValue
+
+T = TypeVar("T")
 
 
 class AppResource(Resource):
@@ -49,14 +51,19 @@ class FakeStore:
         return defer.succeed(KeyValue(key, self.data[key], 1, 1))
 
 
+def fired(d: Deferred[T]) -> T:
+    """The result of a Deferred that must already have fired; raises its failure."""
+    results: list[Any] = []
+    d.addBoth(results.append)
+    assert results, "the Deferred has not fired"
+    if isinstance(results[0], Failure):
+        results[0].raiseException()
+    value: T = results[0]
+    return value
+
+
 def result_of(value: Any) -> Any:
     """The value of an already-fired Deferred (or the value itself); raises its failure."""
     if not isinstance(value, Deferred):
         return value
-    results: list[Any] = []
-    value.addBoth(results.append)
-    assert results, "the Deferred has not fired"
-    outcome = results[0]
-    if isinstance(outcome, Failure):
-        outcome.raiseException()
-    return outcome
+    return fired(value)

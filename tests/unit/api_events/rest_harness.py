@@ -23,11 +23,10 @@ from typing import Any
 
 import attrs
 from tests.event_fixtures import event_dict
-from tests.unit.unit_helpers import AppResource
+from tests.unit.unit_helpers import AppResource, fired
 from treq.testing import StubTreq
 from twisted.internet.defer import Deferred
 from twisted.internet.task import Clock
-from twisted.python.failure import Failure
 from twisted.web.http_headers import Headers
 
 from apiserver.api.events.rest import BASE, GR, EventsAPI
@@ -46,17 +45,6 @@ EVENTS_PREFIX = b"/registry/events/"
 def event(name: str, namespace: str = "ns1", **extra: Any) -> dict[str, Any]:
     """A valid events.k8s.io/v1 Event body (the integration tests' ``body``)."""
     return event_dict(name, namespace, labels={"app": "x"}, **extra)
-
-
-def fired(d: Deferred[Any]) -> Any:
-    """The result of a Deferred that must have fired; raises its failure."""
-    results: list[Any] = []
-    d.addBoth(results.append)
-    assert results, "the Deferred has not fired"
-    outcome = results[0]
-    if isinstance(outcome, Failure):
-        outcome.raiseException()
-    return outcome
 
 
 @attrs.frozen
