@@ -137,8 +137,8 @@ def events_servers(config: ServerConfig) -> list[str]:
     return list(config.store_servers or ())
 
 
-def make_store(config: ServerConfig, reactor: Any) -> tuple[Store, str]:
-    """The configured backend and the name of its health check."""
+def make_store(config: ServerConfig, reactor: Any) -> Store:
+    """The configured backend (its ``kind`` names its health check)."""
     servers = events_servers(config)
     if servers:
         from apiserver.storage.etcd3 import Etcd3Store
@@ -158,7 +158,7 @@ def make_store(config: ServerConfig, reactor: Any) -> tuple[Store, str]:
             # The compactor is a child service of the server's tree (Server.__init__).
             run_maintenance=False,
         )
-        return store, "etcd"
+        return store
     from apiserver.storage.sqlite import SqliteStore
 
     # --data-dir is created when the store service starts (StoreService ``prepare``).
@@ -166,7 +166,7 @@ def make_store(config: ServerConfig, reactor: Any) -> tuple[Store, str]:
     # The TTL sweeper and the compactor are child services of the server's tree.
     return SqliteStore(
         path, reactor, compaction_interval=config.store_compaction_interval, run_maintenance=False
-    ), "sqlite"
+    )
 
 
 def watch_cache_enabled(config: ServerConfig, resource: str = "events") -> bool:
@@ -210,15 +210,14 @@ class Server:
 
         prepare = None
         if store is None:
-            store, backend = make_store(config, reactor)
-            if backend == "sqlite":
+            store = make_store(config, reactor)
+            if store.kind == "sqlite":
                 data_dir = config.data_dir
 
                 def prepare() -> None:
                     os.makedirs(data_dir, exist_ok=True)
 
-        else:
-            backend = store.kind
+        backend = store.kind
         self.cacher = make_cacher(config, store, clock)
         self.store_service = StoreService(store, clock, prepare=prepare)
         self.cacher_service = (

@@ -123,8 +123,8 @@ def test_make_store_is_sqlite_in_the_data_dir(tmp_path: Path) -> None:
     from apiserver.storage.sqlite import SqliteStore
 
     data_dir = tmp_path / "data" / "nested"
-    store, check = make_store(config(f"--data-dir={data_dir}"), MemoryReactorClock())
-    assert check == "sqlite"
+    store = make_store(config(f"--data-dir={data_dir}"), MemoryReactorClock())
+    assert store.kind == "sqlite"
     assert isinstance(store, SqliteStore)
     # Building has no side effects: the store service makes the directory at start.
     assert not data_dir.exists()
@@ -137,8 +137,8 @@ def test_make_store_is_etcd_when_servers_are_given(tmp_path: Path) -> None:
         f"--data-dir={tmp_path / 'unused'}",
         "--etcd-servers=http://127.0.0.1:2379,http://127.0.0.2:2379",
     ]
-    store, check = make_store(config(*argv), MemoryReactorClock())
-    assert check == "etcd"
+    store = make_store(config(*argv), MemoryReactorClock())
+    assert store.kind == "etcd"
     assert isinstance(store, Etcd3Store)
     assert store.endpoints == ["http://127.0.0.1:2379", "http://127.0.0.2:2379"]
     assert not (tmp_path / "unused").exists()
@@ -148,8 +148,8 @@ def test_make_store_follows_an_events_override(tmp_path: Path) -> None:
     from apiserver.storage.etcd3 import Etcd3Store
 
     argv = [f"--data-dir={tmp_path}", "--etcd-servers-overrides=/events#http://127.0.0.9:2379"]
-    store, check = make_store(config(*argv), MemoryReactorClock())
-    assert check == "etcd"
+    store = make_store(config(*argv), MemoryReactorClock())
+    assert store.kind == "etcd"
     assert isinstance(store, Etcd3Store)
     assert store.endpoints == ["http://127.0.0.9:2379"]
 
