@@ -28,7 +28,7 @@ from apiserver.audit.buffered import BufferedSink
 from apiserver.audit.interface import AuditEvent, AuditMetrics, BackendOptions, Sink
 from apiserver.audit.truncate import TruncatingSink
 
-__all__ = ["IgnoreErrorsSink", "enforcing", "wrap"]
+__all__ = ["IgnoreErrorsSink", "wrap"]
 
 
 def _true(_: object) -> bool:
@@ -57,13 +57,6 @@ class IgnoreErrorsSink:
 
     def __repr__(self) -> str:
         return f"ignoreErrors<{self.delegate!r}>"
-
-
-def enforcing(options: BackendOptions) -> bool:
-    """Whether a False answer of the wrapped backend can reach the filter (blocking-strict).
-
-    Informational: :func:`wrap` already turns the answers of the other modes into True."""
-    return options.mode == "blocking-strict"
 
 
 def wrap(

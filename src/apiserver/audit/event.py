@@ -298,13 +298,6 @@ class AuditRecord:
                 obj = without_managed_fields(obj)
             self.response_object = obj
 
-    def add_annotation(self, key: str, value: str) -> None:
-        """``AddAuditAnnotation``: a key keeps its first value."""
-        annotations = self.annotations
-        if annotations is None:
-            annotations = self.annotations = {}
-        annotations.setdefault(key, value)
-
     def event(self, stage: str, stage_timestamp: float) -> AuditEvent:
         """The Event of ``stage`` (a new dict each time)."""
         info = self.info
