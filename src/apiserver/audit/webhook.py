@@ -34,15 +34,19 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import orjson
-from treq.client import HTTPClient
 from twisted.internet.defer import CancelledError, Deferred, succeed
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 from twisted.python.failure import Failure
-from twisted.web.client import Agent, HTTPConnectionPool
 
 from apiserver.audit.interface import API_VERSION, AuditEvent, AuditMetrics, Sink, backend_options
-from apiserver.auth.kubeconfig import KubeconfigError, describe_failure, load_kubeconfig, post_json
+from apiserver.auth.kubeconfig import (
+    KubeconfigError,
+    connection_pool,
+    describe_failure,
+    load_kubeconfig,
+    post_json,
+)
 from apiserver.gocompat.marshal import html_safe
 from apiserver.gocompat.quote import go_quote
 
@@ -294,13 +298,10 @@ def new_webhook_sink(
         raise ValueError(
             f"--audit-webhook-config-file: initializing audit webhook: {error}"
         ) from None
-    # A pool of our own (rather than target.http_client) so shutdown can close its idle
-    # connections; no automatic retry of a failed request: the backoff above decides.
-    pool = HTTPConnectionPool(reactor, persistent=True)
-    pool.retryAutomatically = False
-    client = HTTPClient(Agent(reactor, contextFactory=target.tls_policy(), pool=pool))
+    # The pool is kept so shutdown can close its idle connections.
+    pool = connection_pool(reactor)
     return WebhookSink(
-        client,
+        target.http_client(reactor, pool=pool),
         float(values["audit-webhook-initial-backoff"]),
         reactor,
         metrics,

@@ -70,12 +70,26 @@ class KubeconfigTarget:
     def tls_policy(self) -> KubeconfigTLSPolicy:
         return KubeconfigTLSPolicy(self)
 
-    def http_client(self, reactor: Any, persistent: bool = True) -> treq.client.HTTPClient:
-        """A treq client that speaks TLS as the kubeconfig says."""
-        pool = HTTPConnectionPool(reactor, persistent=persistent)
-        pool.retryAutomatically = False
+    def http_client(
+        self,
+        reactor: Any,
+        persistent: bool = True,
+        pool: HTTPConnectionPool | None = None,
+    ) -> treq.client.HTTPClient:
+        """A treq client that speaks TLS as the kubeconfig says; ``pool`` (from
+        :func:`connection_pool`) when the caller must close its idle connections itself."""
+        if pool is None:
+            pool = connection_pool(reactor, persistent)
         agent = Agent(reactor, contextFactory=self.tls_policy(), pool=pool)
         return treq.client.HTTPClient(agent)
+
+
+def connection_pool(reactor: Any, persistent: bool = True) -> HTTPConnectionPool:
+    """A connection pool that never retries a failed request by itself: the webhooks decide
+    (the audit webhook with its backoff, the others by failing the request)."""
+    pool = HTTPConnectionPool(reactor, persistent=persistent)
+    pool.retryAutomatically = False
+    return pool
 
 
 def load_pem_certificates(data: bytes, what: str) -> list[x509.Certificate]:
