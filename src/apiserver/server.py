@@ -64,6 +64,7 @@ from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
+from apiserver.admission.config import build_admission
 from apiserver.api.events.rest import BASE, GR, EventsAPI
 from apiserver.api.tokenrequest import install_token_request
 from apiserver.audit.build import build_audit
@@ -281,6 +282,15 @@ class Server:
             on_initiated=self._shutdown_initiated,
         )
         self.metrics = Metrics(disabled=config.disabled_metrics or ())
+        # Admission plugins (apiserver.admission.config): a bad --admission-control-config-file
+        # stops start-up here (an AdmissionConfigError, a ValueError naming the file).
+        self.admission = build_admission(
+            clock,
+            enable=config.enable_admission_plugins,
+            disable=config.disable_admission_plugins,
+            legacy=config.admission_control,
+            config_file=config.admission_control_config_file,
+        )
         auth_stages = self.auth_stages = build_auth(config, reactor, self.store)
         # Audit (--audit-policy-file): a bad policy stops start-up here (a ValueError).
         self.audit = build_audit(config, reactor, AuditRecorder(self.metrics))
@@ -430,6 +440,7 @@ class Server:
             min_request_timeout=float(config.min_request_timeout),
             delete_collection_workers=int(config.delete_collection_workers),
             lifecycle=self.lifecycle,
+            admission=self.admission.admission,
         )
         self.router.add_prefix(BASE, self.events_api.handle)
 
@@ -492,6 +503,8 @@ class Server:
         """Start-up notes: config warnings and flags that have no effect yet."""
         for warning in self.config.warnings:
             log.warn("{warning}", warning=warning)
+        for note in self.admission.notes:
+            log.info("{note}", note=note)
         if (
             self.config.is_set("storage-media-type")
             and self.config.storage_media_type == "application/vnd.kubernetes.protobuf"

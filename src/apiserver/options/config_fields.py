@@ -944,7 +944,9 @@ class ConfigFields:
     @property
     def admission_control_config_file(self) -> str:
         """``--admission-control-config-file``: File with the configuration of the admission
-        plugins.
+        plugins: an AdmissionConfiguration (apiserver.config.k8s.io/v1) whose plugins[] give each
+        plugin's configuration inline or by path (relative to this file's directory). A bad file
+        stops start-up.
         """
         return self._values["admission-control-config-file"]
 
@@ -958,7 +960,10 @@ class ConfigFields:
     @property
     def enable_admission_plugins(self) -> tuple[str, ...]:
         """``--enable-admission-plugins``: Admission plugins to turn on in addition to the
-        default ones (e.g. EventRateLimit).
+        default ones (e.g. EventRateLimit). Only EventRateLimit, AlwaysAdmit and AlwaysDeny act
+        on this server; the others concern objects it does not serve (NamespaceLifecycle: no
+        Namespace resource is served, so there is no namespace to check) and are logged at start-
+        up as not applicable.
         """
         return self._values["enable-admission-plugins"]
 

@@ -1102,13 +1102,17 @@ FLAGS: tuple[Flag, ...] = (
         "Admission plugins to run, replacing the default set.",
         deprecated="use --enable-admission-plugins or --disable-admission-plugins instead; it "
         "will be removed in a future version",
+        implemented=True,
     ),
     Flag(
         "admission-control-config-file",
         "string",
         "",
         "Admission",
-        "File with the configuration of the admission plugins.",
+        "File with the configuration of the admission plugins: an AdmissionConfiguration "
+        "(apiserver.config.k8s.io/v1) whose plugins[] give each plugin's configuration inline "
+        "or by path (relative to this file's directory). A bad file stops start-up.",
+        implemented=True,
     ),
     Flag(
         "disable-admission-plugins",
@@ -1116,13 +1120,18 @@ FLAGS: tuple[Flag, ...] = (
         (),
         "Admission",
         "Admission plugins to turn off even though they are on by default.",
+        implemented=True,
     ),
     Flag(
         "enable-admission-plugins",
         "strings",
         (),
         "Admission",
-        "Admission plugins to turn on in addition to the default ones (e.g. EventRateLimit).",
+        "Admission plugins to turn on in addition to the default ones (e.g. EventRateLimit). "
+        "Only EventRateLimit, AlwaysAdmit and AlwaysDeny act on this server; the others concern "
+        "objects it does not serve (NamespaceLifecycle: no Namespace resource is served, so "
+        "there is no namespace to check) and are logged at start-up as not applicable.",
+        implemented=True,
     ),
     # ---- Metrics ----------------------------------------------------------------------------
     Flag(

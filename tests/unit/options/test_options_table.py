@@ -77,6 +77,10 @@ SEED_FLAGS_FALLBACK = """
 """.split()
 
 IMPLEMENTED = {
+    "admission-control",
+    "admission-control-config-file",
+    "disable-admission-plugins",
+    "enable-admission-plugins",
     "advertise-address",
     "anonymous-auth",
     "api-audiences",
