@@ -19,7 +19,8 @@ order; read it first. ``App`` runs them as follows, outermost first:
    impersonation, priority and fairness or max-in-flight, authorization;
 6. the router, under the deadline (``WithRequestDeadline``,
    ``WithTimeoutForNonLongRunningRequests``): a non-long-running handler that has not answered
-   within ``--request-timeout`` gets a 504.
+   within ``--request-timeout``, or the shorter ``?timeout=`` (read before the stages, a bad
+   one answered 400 there: :mod:`apiserver.http.deadline`), gets a 504.
 
 Steps 1-4 and 6 are written inline here, not as stages: they run for every request and a
 function call each would cost on the fast paths. An empty stage slot is left out when the
@@ -41,6 +42,7 @@ from twisted.python.failure import Failure
 from twisted.web import http
 
 from apiserver.apimachinery.uid import new_uuid
+from apiserver.http.deadline import request_timeout
 from apiserver.http.h1 import H1Channel
 from apiserver.http.request import HTTPRequest
 from apiserver.http.response import Response
@@ -95,6 +97,9 @@ class RequestInfo:
     #: The error a stage or the handler raised, as text, once it is answered with a 500 (a
     #: Go panic): audit records stage ``Panic`` instead of ``ResponseComplete`` for it.
     panic: str | None = None
+    #: This request's deadline in seconds when ``?timeout=`` set one (request_deadline.go);
+    #: None: ``--request-timeout``.
+    timeout: float | None = None
 
 
 class Filter(Protocol):
@@ -308,6 +313,14 @@ class App:
 
             request.notifyFinish().addBoth(finished)
 
+        # The request deadline (WithRequestDeadline): only a request that has ?timeout= pays.
+        if b"timeout" in query and not info.long_running:
+            timeout = request_timeout(query[b"timeout"], self.policy.request_timeout)
+            if isinstance(timeout, Response):
+                self.write(request, timeout)
+                return
+            info.timeout = timeout
+
         # The stages: authentication, audit, impersonation, flow control, authorization.
         index = 0
         for stage in self.stages:
@@ -374,10 +387,9 @@ class App:
     def _await(self, request: HTTPRequest, info: RequestInfo, result: Deferred[Any]) -> None:
         """The deadline: ``--request-timeout`` for a handler that is not long-running."""
         timer: IDelayedCall | None = None
-        if not info.long_running and self.policy.request_timeout > 0:
-            timer = self.clock.callLater(
-                self.policy.request_timeout, self._timed_out, request, result
-            )
+        timeout = self.policy.request_timeout if info.timeout is None else info.timeout
+        if not info.long_running and timeout > 0:
+            timer = self.clock.callLater(timeout, self._timed_out, request, result)
         gone = request.notifyFinish()
         gone.addErrback(lambda _: result.cancel())
 

@@ -55,7 +55,7 @@ def build_handler_chain(
     ``gate``: 503 + Retry-After on shutdown     WithRetryAfter
     ``policy.hsts``, ``policy.cors_origins``    WithHSTS, WithCORS
     ``gate`` wait group, ``metrics``            WithWaitGroup, WithLatencyTrackers
-    ``policy.request_timeout``                  WithRequestDeadline, WithTimeoutFor...Requests
+    ``policy.request_timeout``, ``?timeout=``   WithRequestDeadline, WithTimeoutFor...Requests
     ``auth.request_info``                       (WithRequestInfo's resolver, see below)
     ``auth.authentication``                     WithAuthentication
     ``audit``                                   WithAudit
