@@ -84,6 +84,7 @@ from apiserver.healthz import (
 )
 from apiserver.http.app import RequestInfo, Router, ServingPolicy
 from apiserver.http.chain import build_handler_chain
+from apiserver.http.goaway import ProbabilisticGoaway
 from apiserver.http.h2 import configure_http2
 from apiserver.http.info_routes import index_handler, version_handler
 from apiserver.http.request import HTTPRequest
@@ -305,6 +306,12 @@ class Server:
             metrics=self.metrics,
             auth=auth_stages,
             audit=audit_stage,
+            # --goaway-chance (WithProbabilisticGoaway): only when HTTP/2 is served.
+            goaway=(
+                ProbabilisticGoaway(config.goaway_chance)
+                if config.goaway_chance > 0 and not config.disable_http2_serving
+                else None
+            ),
         )
         self.root.add(PartsService("auth-reload", auth_stages.background))
         self.router.add("/metrics", self.metrics.handler(profiling=bool(config.profiling)))
@@ -336,6 +343,7 @@ class Server:
             config.bind_address,
             reuse_port=config.permit_port_sharing,
             reactor=reactor,
+            max_bytes_per_second=int(config.max_connection_bytes_per_sec or 0),
         )
         self.root.add(self.listener)
         self.root.add(self.post_start)

@@ -13,7 +13,8 @@ order; read it first. ``App`` runs them as follows, outermost first:
 1. request info (:class:`RequestInfo`) and the ``Audit-ID`` header (``WithRequestInfo``,
    ``WithAuditInit``);
 2. the shutdown gate, 503 with ``Retry-After`` (``WithRetryAfter``);
-3. HSTS and CORS (``WithHSTS``, ``WithCORS``); cache-control is set when writing;
+3. HSTS and CORS (``WithHSTS``, ``WithCORS``); cache-control is set when writing; the
+   ``--goaway-chance`` draw for HTTP/2 (``WithProbabilisticGoaway``, :mod:`apiserver.http.goaway`);
 4. the in-flight wait group and request metrics (``WithWaitGroup``, ``WithLatencyTrackers``);
 5. the ``stages``, each a :class:`Filter`: the resolved request info, authentication, audit,
    impersonation, priority and fairness or max-in-flight, authorization;
@@ -256,8 +257,11 @@ class App:
         *,
         metrics: RequestMetrics | None = None,
         stages: Sequence[Filter] = (),
+        goaway: Callable[[HTTPRequest], None] | None = None,
     ) -> None:
         self.router = router
+        #: ``--goaway-chance`` (apiserver.http.goaway), or None when it is 0.
+        self.goaway = goaway
         self.clock = clock
         self.policy = policy
         self.gate = gate
@@ -295,6 +299,10 @@ class App:
             headers.setRawHeaders(b"strict-transport-security", [self.policy.hsts.encode()])
         if self.policy.cors_origins and self._cors(request, method):
             return
+
+        # GOAWAY by chance for HTTP/2 (WithProbabilisticGoaway), when --goaway-chance is set.
+        if self.goaway is not None:
+            self.goaway(request)
 
         # In-flight wait group and request metrics (WithWaitGroup, WithLatencyTrackers).
         metrics = self.metrics

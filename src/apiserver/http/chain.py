@@ -10,11 +10,13 @@ moves. An empty slot is left out of the chain, so it costs nothing per request.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol
 
 from twisted.internet.interfaces import IReactorTime
 
 from apiserver.http.app import App, Filter, RequestMetrics, Router, ServingPolicy, ShutdownGate
+from apiserver.http.request import HTTPRequest
 
 __all__ = ["AuthSlots", "Filter", "build_handler_chain"]
 
@@ -45,6 +47,7 @@ def build_handler_chain(
     auth: AuthSlots | None = None,
     audit: Filter | None = None,
     flow_control: Filter | None = None,
+    goaway: Callable[[HTTPRequest], None] | None = None,
 ) -> App:
     """The server's handler chain around ``router``, outermost first:
 
@@ -54,6 +57,7 @@ def build_handler_chain(
     request info, ``Audit-ID``                  WithRequestInfo, WithAuditInit
     ``gate``: 503 + Retry-After on shutdown     WithRetryAfter
     ``policy.hsts``, ``policy.cors_origins``    WithHSTS, WithCORS
+    ``goaway`` (``--goaway-chance``)            WithProbabilisticGoaway
     ``gate`` wait group, ``metrics``            WithWaitGroup, WithLatencyTrackers
     ``policy.request_timeout``, ``?timeout=``   WithRequestDeadline, WithTimeoutFor...Requests
     ``auth.request_info``                       (WithRequestInfo's resolver, see below)
@@ -65,7 +69,7 @@ def build_handler_chain(
     ``router``                                  the API handler (PathRecorderMux)
     ==========================================  ===============================================
 
-    The first five are written inline in :meth:`App.handle` (they run for every request);
+    The first six are written inline in :meth:`App.handle` (they run for every request);
     the rest are the App's stages. Differences from kube-apiserver, kept because clients see
     them: the path is resolved into authorization attributes after the wait group (kube does
     it outermost), and the deadline covers the handler only, not the stages.
@@ -88,4 +92,5 @@ def build_handler_chain(
         gate,
         metrics=metrics,
         stages=[stage for stage in slots if stage is not None],
+        goaway=goaway,
     )

@@ -91,7 +91,9 @@ class ConfigFields:
     def goaway_chance(self) -> float:
         """``--goaway-chance``: Fraction of HTTP/2 requests answered with GOAWAY so that clients
         reconnect and spread over the servers behind a load balancer. Between 0 (off) and 0.02;
-        0.001 is a good start. Useless for a single server or without a load balancer.
+        0.001 is a good start. Useless for a single server or without a load balancer. The GOAWAY
+        follows the response of the request that drew it; the connection closes once its open
+        streams are done.
         """
         return self._values["goaway-chance"]
 
@@ -1086,8 +1088,10 @@ class ConfigFields:
 
     @property
     def max_connection_bytes_per_sec(self) -> int:
-        """``--max-connection-bytes-per-sec``: If not 0, limit each user connection to this many
-        bytes per second (long-running requests only).
+        """``--max-connection-bytes-per-sec``: If not 0, limit each client connection to reading
+        this many bytes per second (kube-apiserver limits only the upgraded connections it
+        proxies, which this server has none of; here reading any connection that overdraws its
+        budget pauses until it is back).
         """
         return self._values["max-connection-bytes-per-sec"]
 

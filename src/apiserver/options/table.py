@@ -163,7 +163,10 @@ FLAGS: tuple[Flag, ...] = (
         0.0,
         "Fraction of HTTP/2 requests answered with GOAWAY so that clients reconnect and spread "
         "over the servers behind a load balancer. Between 0 (off) and 0.02; 0.001 is a good "
-        "start. Useless for a single server or without a load balancer.",
+        "start. Useless for a single server or without a load balancer. The GOAWAY follows the "
+        "response of the request that drew it; the connection closes once its open streams "
+        "are done.",
+        implemented=True,
     ),
     _gen(
         "livez-grace-period",
@@ -1279,8 +1282,11 @@ FLAGS: tuple[Flag, ...] = (
         "max-connection-bytes-per-sec",
         "int",
         0,
-        "If not 0, limit each user connection to this many bytes per second (long-running "
-        "requests only).",
+        "If not 0, limit each client connection to reading this many bytes per second "
+        "(kube-apiserver limits only the upgraded connections it proxies, which this server "
+        "has none of; here reading any connection that overdraws its budget pauses until it "
+        "is back).",
+        implemented=True,
     ),
     _misc(
         "nodeagent-certificate-authority",

@@ -24,6 +24,7 @@ from twisted.logger import Logger
 from twisted.protocols.tls import TLSMemoryBIOFactory
 from twisted.web.server import Site
 
+from apiserver.http.ratelimit import ReadRateLimitedFactory
 from apiserver.service.eagertcp import EagerServer
 
 log = Logger()
@@ -68,8 +69,11 @@ class ListenerService(Service):
         reactor: Any,
         reuse_port: bool = False,
         backlog: int = 1024,
+        max_bytes_per_second: int = 0,
     ) -> None:
         self.site = site
+        #: ``--max-connection-bytes-per-sec``: each connection's read rate (0: unlimited).
+        self.max_bytes_per_second = max_bytes_per_second
         #: Returns the TLS context factory; called when listening, after the serving
         #: certificates were made (:class:`apiserver.service.serving.ServingCertService`).
         self.context = context
@@ -90,7 +94,9 @@ class ListenerService(Service):
             self._listen()
 
     def _listen(self) -> None:
-        factory = TLSMemoryBIOFactory(self.context(), False, self.site)
+        factory: Any = TLSMemoryBIOFactory(self.context(), False, self.site)
+        if self.max_bytes_per_second > 0:
+            factory = ReadRateLimitedFactory(factory, self.max_bytes_per_second, self.reactor)
         last_error: Exception | None = None
         for interface in listen_interfaces(self.bind_address):
             port = SharedPort(

@@ -77,6 +77,8 @@ SEED_FLAGS_FALLBACK = """
 """.split()
 
 IMPLEMENTED = {
+    "goaway-chance",
+    "max-connection-bytes-per-sec",
     "admission-control",
     "admission-control-config-file",
     "disable-admission-plugins",
