@@ -23,6 +23,7 @@ the body would break the very response it rides on; Go's client reads on either 
 
 from __future__ import annotations
 
+import contextlib
 import random
 from collections.abc import Callable
 from typing import Any
@@ -86,6 +87,11 @@ def _close_when_idle(connection: Any) -> None:
     if not open_streams:
         transport = connection.transport
         if transport is not None:
+            # The HTTP channel is registered as the TLS transport's producer for the whole
+            # connection, and TLS waits for its producer to go before it closes
+            # (twisted.protocols.tls ``loseConnection``): unregister it first.
+            with contextlib.suppress(RuntimeError):  # a transport without a producer
+                transport.unregisterProducer()
             transport.loseConnection()
         return
     remaining = [len(open_streams)]

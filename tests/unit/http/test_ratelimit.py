@@ -29,6 +29,12 @@ def connect(rate: int) -> tuple[ReadRateLimitedProtocol, StringTransport, Clock,
     return protocol, transport, clock, sink
 
 
+def run(clock: Clock, seconds: float, step: float = 0.01) -> None:
+    """Let ``seconds`` pass a little at a time, as a running reactor would."""
+    for _ in range(round(seconds / step)):
+        clock.advance(step)
+
+
 def test_reads_within_the_budget_are_not_paused() -> None:
     protocol, transport, clock, sink = connect(1000)
     protocol.dataReceived(b"x" * 600)
@@ -41,24 +47,40 @@ def test_reads_within_the_budget_are_not_paused() -> None:
     assert protocol.throttled == 0
 
 
-def test_overdrawing_pauses_reading_until_the_budget_is_back() -> None:
+def test_bytes_beyond_the_budget_are_held_with_reading_paused() -> None:
     protocol, transport, clock, sink = connect(1000)
-    protocol.dataReceived(b"x" * 3000)  # 2000 bytes over: two seconds
-    assert len(sink.received) == 3000  # what was read is delivered
+    protocol.dataReceived(b"a" * 3000)  # one second's worth goes on at once
+    assert sink.received == b"a" * 1000
     assert transport.producerState == "paused"
     assert protocol.throttled == 1
-    clock.advance(1.9)
+    clock.advance(0.05)
+    assert len(sink.received) == 1000  # less than a tenth of a second's worth refilled
+    clock.advance(0.05)
+    assert len(sink.received) == 1100
+    run(clock, 1.8)  # 1.9 s in all
+    assert len(sink.received) < 3000
     assert transport.producerState == "paused"
-    clock.advance(0.1)
+    run(clock, 0.11)
+    assert sink.received == b"a" * 3000  # in order, whole, after two seconds
     assert transport.producerState == "producing"
     assert clock.getDelayedCalls() == []
 
 
+def test_order_is_kept_across_reads() -> None:
+    protocol, _, clock, sink = connect(10)
+    protocol.dataReceived(b"0123456789ab")
+    protocol.dataReceived(b"cdef")
+    assert sink.received == b"0123456789"
+    clock.advance(10)
+    assert sink.received == b"0123456789abcdef"
+
+
 def test_a_pause_from_above_is_kept_when_the_rate_allows_again() -> None:
-    protocol, transport, clock, _ = connect(100)
+    protocol, transport, clock, sink = connect(100)
     protocol.dataReceived(b"x" * 200)
     protocol.pauseProducing()  # TLS or HTTP: cannot take more for now
     clock.advance(1)
+    assert len(sink.received) == 200
     assert transport.producerState == "paused"  # the layer above still wants it paused
     protocol.resumeProducing()
     assert transport.producerState == "producing"
@@ -67,10 +89,11 @@ def test_a_pause_from_above_is_kept_when_the_rate_allows_again() -> None:
     protocol.pauseProducing()
     protocol.resumeProducing()
     assert transport.producerState == "paused"
-    clock.advance(2.9)
+    run(clock, 2.8)
     assert transport.producerState == "paused"
-    clock.advance(0.1)
+    run(clock, 0.21)
     assert transport.producerState == "producing"
+    assert len(sink.received) == 500
 
 
 def test_connection_lost_cancels_the_timer() -> None:
