@@ -417,7 +417,9 @@ class Server:
         """Discovery, OpenAPI, the TokenRequest API (with a signing key and an issuer) and
         (unless ``--runtime-config`` turns it off) the Event API."""
         config = self.config
-        self.token_request = install_token_request(self.router, config, self.store, self.reactor)
+        self.token_request = install_token_request(
+            self.router, config, self.store, self.reactor, self.admission.admission
+        )
         install_discovery(
             self.router,
             groups_enabled={"events.k8s.io/v1": self.events_enabled},

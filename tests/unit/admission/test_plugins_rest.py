@@ -40,3 +40,26 @@ def test_event_rate_limit_leaves_events_k8s_io_alone(tmp_path: Path) -> None:
         answer = call(api, "POST", PATH, event(f"e{index}"), b"application/json")
         assert answer.code == 201, answer.body
     assert len(stored_values(kv)) == 3
+
+
+def test_refused_updates_and_deletes_leave_the_stored_object_as_it_was() -> None:
+    """Item 6 of the overload issue: a request refused at any stage writes nothing."""
+    api, kv = make(None)
+    assert call(api, "POST", PATH, event("e1", {"k": "v"}), b"application/json").code == 201
+    before = stored_values(kv)
+    api.admission = build_admission(Clock(), enable=["AlwaysDeny"]).admission
+    refused = [
+        call(api, "PUT", PATH + "/e1", event("e1", {"k": "w"}), b"application/json"),
+        call(
+            api,
+            "PATCH",
+            PATH + "/e1",
+            json.dumps({"metadata": {"labels": {"k": "x"}}}).encode(),
+            b"application/merge-patch+json",
+        ),
+        call(api, "DELETE", PATH + "/e1", b"", b"application/json"),
+        call(api, "DELETE", PATH, b"", b"application/json"),
+        call(api, "POST", PATH, event("e2"), b"application/json"),
+    ]
+    assert [answer.code for answer in refused] == [403] * 5
+    assert stored_values(kv) == before

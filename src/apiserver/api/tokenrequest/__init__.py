@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
+from apiserver.admission import Admission
 from apiserver.api.tokenrequest.rest import (
     PREFIX,
     UID_VALIDATION_GATE,
@@ -49,7 +50,11 @@ def token_request_served(config: ServerConfig) -> bool:
 
 
 def install_token_request(
-    router: Any, config: ServerConfig, store: Any, clock: IReactorTime
+    router: Any,
+    config: ServerConfig,
+    store: Any,
+    clock: IReactorTime,
+    admission: Admission | None = None,
 ) -> bool:
     """Mount the API on ``router`` when :func:`token_request_served`; True if mounted.
 
@@ -80,6 +85,6 @@ def install_token_request(
         policy,
         uid_validation=feature_enabled(config.feature_gates or {}, UID_VALIDATION_GATE),
     )
-    router.add_prefix(PREFIX, TokenRequestAPI(rest).handle)
+    router.add_prefix(PREFIX, TokenRequestAPI(rest, admission).handle)
     log.info("serving serviceaccounts/token (TokenRequest) for issuer {issuer}", issuer=issuer)
     return True
