@@ -13,8 +13,10 @@ may refuse it; then it is stored. This package is the place for that:
 - :class:`AlwaysAdmit` is the no-op implementation.
 
 The REST handlers take ``admission: Admission | None``; None (the default, and the server's
-setting until admission plugins exist) skips the calls altogether, so the write paths pay
-nothing for it. Where they call it:
+setting unless a plugin that acts here is enabled) skips the calls altogether, so the write
+paths pay nothing for it. The server builds the chain from the admission flags
+(:mod:`apiserver.admission.config`; the plugins are in :mod:`apiserver.admission.plugins`).
+Where they call it:
 
 - events (:mod:`apiserver.api.events.rest`): CREATE on create, and on update and apply-patch
   of a missing object; UPDATE on update and patch (``old_obj`` the stored object). Mutating
