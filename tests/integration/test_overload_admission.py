@@ -132,7 +132,7 @@ LIMIT_CASES = [
     ("Server", lambda i: (f"ns{i}", f"user{i}", f"pod{i}"), ""),
     ("Namespace", lambda i: ("same", f"user{i}", f"pod{i}"), "same"),
     ("User", lambda i: (f"ns{i}", "alice", f"pod{i}"), "alice"),
-    ("SourceAndObject", lambda i: ("same", f"user{i}", "pod"), "kubeletnode1Podsamepodv1"),
+    ("SourceAndObject", lambda i: ("same", f"user{i}", "pod"), "kubeletnode1Podsamepod"),
 ]
 
 
