@@ -962,10 +962,11 @@ class ConfigFields:
     @property
     def enable_admission_plugins(self) -> tuple[str, ...]:
         """``--enable-admission-plugins``: Admission plugins to turn on in addition to the
-        default ones (e.g. EventRateLimit). Only EventRateLimit, AlwaysAdmit and AlwaysDeny act
-        on this server; the others concern objects it does not serve (NamespaceLifecycle: no
-        Namespace resource is served, so there is no namespace to check) and are logged at start-
-        up as not applicable.
+        default ones (e.g. EventRateLimit). Only EventRateLimit (which, as in kube-apiserver,
+        limits writes of core/v1 Events only, not events.k8s.io/v1 ones), AlwaysAdmit and
+        AlwaysDeny act on this server; the others concern objects it does not serve
+        (NamespaceLifecycle: no Namespace resource is served, so there is no namespace to check)
+        and are logged at start-up as not applicable.
         """
         return self._values["enable-admission-plugins"]
 

@@ -1131,7 +1131,9 @@ FLAGS: tuple[Flag, ...] = (
         (),
         "Admission",
         "Admission plugins to turn on in addition to the default ones (e.g. EventRateLimit). "
-        "Only EventRateLimit, AlwaysAdmit and AlwaysDeny act on this server; the others concern "
+        "Only EventRateLimit (which, as in kube-apiserver, limits writes of core/v1 Events "
+        "only, not events.k8s.io/v1 ones), AlwaysAdmit and AlwaysDeny act on this server; the "
+        "others concern "
         "objects it does not serve (NamespaceLifecycle: no Namespace resource is served, so "
         "there is no namespace to check) and are logged at start-up as not applicable.",
         implemented=True,
