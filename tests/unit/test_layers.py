@@ -23,7 +23,8 @@ ALLOWED: dict[str, set[str]] = {
     "http": {"apimachinery"},
     "apimachinery": {"http"},
     "storage": set(),
-    "registry": {"storage", "apimachinery"},
+    "protobuf": set(),
+    "registry": {"storage", "apimachinery", "protobuf"},
     "tls": set(),
     "metrics": {"http"},
     "healthz": {"http", "apimachinery"},
@@ -32,7 +33,16 @@ ALLOWED: dict[str, set[str]] = {
     "auth": {"http", "apimachinery", "options", "storage", "tls", "discovery"},
     "discovery": {"http", "apimachinery"},
     "openapi": {"http", "apimachinery", "discovery"},
-    "api": {"http", "apimachinery", "registry", "storage", "auth", "options", "admission"},
+    "api": {
+        "http",
+        "apimachinery",
+        "registry",
+        "storage",
+        "auth",
+        "options",
+        "admission",
+        "protobuf",
+    },
     # assembly: may import everything
 }
 ASSEMBLY = {"server", "service", "tap", "cli", "devrun", "__main__", "logs", "gctune", "journald"}

@@ -1,0 +1,442 @@
+"""Between the server's dicts (the JSON shape) and Kubernetes protobuf messages, as Go writes them.
+
+Messages come from the ``.proto`` files in ``apiserver/protobuf/generated`` (upstream package
+names and field numbers, compiled with protoc; the ``protobuf`` package's upb C backend does
+the wire work). What this module adds is the mapping Go's gogo-generated marshallers
+(``generated.pb.go`` of k8s.io/api and k8s.io/apimachinery) and JSON tags imply:
+
+- Field names are the JSON names (upstream's ``.proto`` files use them).
+- Non-pointer Go fields are always written, even empty (a string as ``<tag> 00``, an int as
+  ``<tag> 00``, an embedded struct as ``<tag> <len> ...``); pointer fields (see
+  :data:`POINTERS`) only when set. proto2 presence gives exactly that: every field this
+  module sets is written, every other one is not.
+- ``metav1.Time`` / ``MicroTime`` are RFC 3339 strings in JSON and ``{1 seconds, 2 nanos}``
+  messages on the wire: the zero time is an empty message, any other time writes both
+  fields (Time's nanos always 0, MicroTime's truncated to microseconds), as
+  k8s.io/apimachinery ``pkg/apis/meta/v1/time_proto.go`` and ``micro_time_proto.go`` do.
+  Reading, an empty message is the zero time and Time ignores nanos.
+- ``FieldsV1`` is the JSON text of the managed fields in its ``Raw`` bytes.
+- Maps are written sorted by key (``SerializeToString(deterministic=True)``), as gogo does.
+
+Reading gives the canonical dict shape of the server (``apiserver.api.events.convert``): zero
+values absent, pointer fields present exactly when set, and the fields named in
+:data:`KEPT_EMPTY` always present. Readers accept any field order and skip unknown fields
+(the protobuf runtime does).
+
+The ``k8s\\x00`` envelope (k8s.io/apimachinery ``pkg/runtime/serializer/protobuf/protobuf.go``)
+is a ``runtime.Unknown`` whose four fields are always written; :func:`wrap` writes it from
+precomputed type-meta bytes, since every object answer and stored value goes through it.
+"""
+
+from __future__ import annotations
+
+import calendar
+import functools
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any, TypeVar
+
+import orjson
+from google.protobuf.descriptor import FieldDescriptor
+from google.protobuf.message import DecodeError, Message
+
+from apiserver.protobuf.generated import (
+    authentication_pb2,
+    core_pb2,
+    events_pb2,
+    meta_pb2,
+    runtime_pb2,
+)
+
+PREFIX = b"k8s\x00"
+MEDIA_TYPE = "application/vnd.kubernetes.protobuf"
+
+_META = "k8s.io.apimachinery.pkg.apis.meta.v1."
+_CORE = "k8s.io.api.core.v1."
+_EVENTS = "k8s.io.api.events.v1."
+_AUTHN = "k8s.io.api.authentication.v1."
+
+#: Go pointer fields (``*T``, omitted when nil), by message; every other field is always written.
+POINTERS: dict[str, frozenset[str]] = {
+    _META + "ObjectMeta": frozenset({"deletionTimestamp", "deletionGracePeriodSeconds"}),
+    _META + "OwnerReference": frozenset({"controller", "blockOwnerDeletion"}),
+    _META + "ManagedFieldsEntry": frozenset({"time", "fieldsV1"}),
+    _META + "ListMeta": frozenset({"remainingItemCount"}),
+    _META + "Status": frozenset({"details"}),
+    _META + "Preconditions": frozenset({"uid", "resourceVersion"}),
+    _META + "DeleteOptions": frozenset(
+        {
+            "gracePeriodSeconds",
+            "preconditions",
+            "orphanDependents",
+            "propagationPolicy",
+            "ignoreStoreReadErrorWithClusterBreakingPotential",
+        }
+    ),
+    _CORE + "Event": frozenset({"series", "related"}),
+    _EVENTS + "Event": frozenset({"series", "related"}),
+    _AUTHN + "TokenRequestSpec": frozenset({"expirationSeconds", "boundObjectRef"}),
+}
+
+#: Fields read back as ``{}`` when empty: the internal Event's always-present structs.
+KEPT_EMPTY: dict[str, frozenset[str]] = {
+    _CORE + "Event": frozenset({"metadata", "involvedObject", "source"}),
+    _EVENTS + "Event": frozenset({"metadata"}),
+}
+
+_TIME = _META + "Time"
+_MICRO_TIME = _META + "MicroTime"
+_FIELDS_V1 = _META + "FieldsV1"
+
+M = TypeVar("M", bound=Message)
+
+
+class ProtoError(ValueError):
+    """Bytes that are not the expected protobuf; the text is the reference's."""
+
+
+# --- times ---------------------------------------------------------------------------------
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+@functools.lru_cache(maxsize=4096)
+def parse_wire_time(value: str) -> tuple[int, int]:
+    """``(seconds, nanos)`` of a canonical wire time (``2023-11-14T22:13:20Z`` or with six
+    fraction digits); events repeat the same few timestamps, so answers are kept."""
+    seconds = calendar.timegm(
+        (
+            int(value[0:4]),
+            int(value[5:7]),
+            int(value[8:10]),
+            int(value[11:13]),
+            int(value[14:16]),
+            int(value[17:19]),
+        )
+    )
+    nanos = int(value[20:26]) * 1000 if len(value) > 21 and value[19] == "." else 0
+    return seconds, nanos
+
+
+@functools.lru_cache(maxsize=4096)
+def format_wire_time(seconds: int, nanos: int, micro: bool) -> str:
+    """The wire string of ``time.Unix(seconds, nanos)`` (UTC; whole seconds for a Time)."""
+    when = _EPOCH + timedelta(seconds=seconds)
+    text = when.strftime("%Y-%m-%dT%H:%M:%S")
+    if len(text) < 19:  # years below 1000: Go pads to four digits
+        text = f"{when.year:04d}" + text[text.index("-") :]
+    if micro:
+        return f"{text}.{(nanos // 1000) % 1000000:06d}Z"
+    return text + "Z"
+
+
+# --- dict -> message -------------------------------------------------------------------------
+
+Filler = Callable[[Any, Mapping[str, Any]], None]
+Reader = Callable[[Any], dict[str, Any]]
+
+_SCALAR, _TIME_KIND, _MESSAGE, _REPEATED_MESSAGE, _REPEATED_SCALAR, _MAP, _FIELDS = range(7)
+
+
+#: A message descriptor (the upb backend's type differs from the pure-Python stub's).
+Descriptor = Any
+
+
+def _kind(field: FieldDescriptor) -> int:
+    if field.message_type is not None and field.message_type.GetOptions().map_entry:
+        return _MAP
+    if field.is_repeated:
+        return _REPEATED_MESSAGE if field.message_type is not None else _REPEATED_SCALAR
+    if field.message_type is None:
+        return _SCALAR
+    name = field.message_type.full_name
+    if name in (_TIME, _MICRO_TIME):
+        return _TIME_KIND
+    if name == _FIELDS_V1:
+        return _FIELDS
+    return _MESSAGE
+
+
+def _zero(field: FieldDescriptor) -> Any:
+    if field.type == FieldDescriptor.TYPE_STRING:
+        return ""
+    if field.type == FieldDescriptor.TYPE_BYTES:
+        return b""
+    if field.type == FieldDescriptor.TYPE_BOOL:
+        return False
+    return 0
+
+
+_FILLERS: dict[str, Filler] = {}
+_READERS: dict[str, Reader] = {}
+
+
+def filler(descriptor: Any) -> Filler:
+    """The function that sets a message of ``descriptor`` from a dict, Go's way."""
+    known = _FILLERS.get(descriptor.full_name)
+    if known is None:
+        known = _FILLERS[descriptor.full_name] = _build_filler(descriptor)
+    return known
+
+
+def _build_filler(descriptor: Any) -> Filler:
+    pointers = POINTERS.get(descriptor.full_name, frozenset())
+    plan: list[tuple[str, int, bool, Any]] = []
+    for field in descriptor.fields:
+        kind = _kind(field)
+        extra: Any = None
+        if kind == _SCALAR:
+            extra = _zero(field)
+        elif kind in (_MESSAGE, _REPEATED_MESSAGE):
+            extra = field.message_type
+        plan.append((field.name, kind, field.name not in pointers, extra))
+    plan.sort(key=lambda entry: descriptor.fields_by_name[entry[0]].number)
+    subfillers: dict[str, Filler] = {}
+
+    def fill(msg: Any, value: Mapping[str, Any]) -> None:
+        get = value.get
+        for name, kind, always, extra in plan:
+            item = get(name)
+            if kind == _SCALAR:
+                if item is not None:
+                    setattr(msg, name, item)
+                elif always:
+                    setattr(msg, name, extra)
+            elif kind == _TIME_KIND:
+                if item:
+                    sub = getattr(msg, name)
+                    sub.seconds, sub.nanos = parse_wire_time(item)
+                elif always or item is not None:
+                    getattr(msg, name).SetInParent()
+            elif kind == _MESSAGE:
+                if item is not None or always:
+                    sub = getattr(msg, name)
+                    sub.SetInParent()
+                    if item:
+                        fill_sub = subfillers.get(name)
+                        if fill_sub is None:
+                            fill_sub = subfillers[name] = filler(extra)
+                        fill_sub(sub, item)
+            elif kind == _REPEATED_MESSAGE:
+                if item:
+                    fill_sub = subfillers.get(name)
+                    if fill_sub is None:
+                        fill_sub = subfillers[name] = filler(extra)
+                    container = getattr(msg, name)
+                    for element in item:
+                        fill_sub(container.add(), element)
+            elif kind == _REPEATED_SCALAR:
+                if item:
+                    getattr(msg, name).extend(item)
+            elif kind == _MAP:
+                if item:
+                    getattr(msg, name).update(item)
+            elif item is not None:  # FieldsV1: its JSON text
+                getattr(msg, name).Raw = orjson.dumps(item)
+
+    return fill
+
+
+def to_message(cls: type[M], value: Mapping[str, Any]) -> M:
+    """A new ``cls`` message holding ``value`` (a dict in the JSON shape)."""
+    msg = cls()
+    filler(cls.DESCRIPTOR)(msg, value)
+    return msg
+
+
+def encode(cls: type[Message], value: Mapping[str, Any]) -> bytes:
+    """``value`` as the bytes Go's marshaller writes for ``cls``."""
+    return to_message(cls, value).SerializeToString(deterministic=True)
+
+
+# --- message -> dict -------------------------------------------------------------------------
+
+
+def reader(descriptor: Any) -> Reader:
+    """The function that reads a message of ``descriptor`` into the canonical dict shape."""
+    known = _READERS.get(descriptor.full_name)
+    if known is None:
+        known = _READERS[descriptor.full_name] = _build_reader(descriptor)
+    return known
+
+
+def _build_reader(descriptor: Any) -> Reader:
+    pointers = POINTERS.get(descriptor.full_name, frozenset())
+    kept = KEPT_EMPTY.get(descriptor.full_name, frozenset())
+    plan: list[tuple[str, int, bool, bool, Any]] = []
+    for field in descriptor.fields:
+        kind = _kind(field)
+        extra: Any = None
+        if kind in (_MESSAGE, _REPEATED_MESSAGE):
+            extra = field.message_type
+        elif kind == _TIME_KIND:
+            extra = field.message_type.full_name == _MICRO_TIME
+        plan.append((field.name, kind, field.name in pointers, field.name in kept, extra))
+    subreaders: dict[str, Reader] = {}
+
+    def sub_reader(name: str, descriptor: Any) -> Reader:
+        read_sub = subreaders.get(name)
+        if read_sub is None:
+            read_sub = subreaders[name] = reader(descriptor)
+        return read_sub
+
+    def read(msg: Any) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for name, kind, pointer, keep, extra in plan:
+            if kind == _SCALAR:
+                if pointer:
+                    if msg.HasField(name):
+                        out[name] = getattr(msg, name)
+                else:
+                    item = getattr(msg, name)
+                    if item:
+                        out[name] = item
+            elif kind == _TIME_KIND:
+                if msg.HasField(name):
+                    sub = getattr(msg, name)
+                    if sub.HasField("seconds") or sub.HasField("nanos"):
+                        out[name] = format_wire_time(sub.seconds, sub.nanos if extra else 0, extra)
+            elif kind == _MESSAGE:
+                if msg.HasField(name):
+                    item = sub_reader(name, extra)(getattr(msg, name))
+                    if item or pointer or keep:
+                        out[name] = item
+                elif keep:
+                    out[name] = {}
+            elif kind == _REPEATED_MESSAGE:
+                container = getattr(msg, name)
+                if container:
+                    read_sub = sub_reader(name, extra)
+                    out[name] = [read_sub(element) for element in container]
+            elif kind == _REPEATED_SCALAR:
+                container = getattr(msg, name)
+                if container:
+                    out[name] = list(container)
+            elif kind == _MAP:
+                container = getattr(msg, name)
+                if container:
+                    out[name] = {key: container[key] for key in sorted(container)}
+            elif msg.HasField(name):  # FieldsV1
+                raw = getattr(msg, name).Raw
+                out[name] = orjson.loads(raw) if raw else {}
+        return out
+
+    return read
+
+
+def from_message(msg: Message) -> dict[str, Any]:
+    """``msg`` in the canonical dict shape."""
+    return reader(msg.DESCRIPTOR)(msg)
+
+
+def parse(cls: type[M], data: bytes) -> M:
+    """``data`` as a ``cls`` message; malformed bytes are gogo's ``unexpected EOF``."""
+    msg = cls()
+    try:
+        msg.ParseFromString(data)
+    except DecodeError:
+        raise ProtoError("unexpected EOF") from None
+    return msg
+
+
+def decode(cls: type[Message], data: bytes) -> dict[str, Any]:
+    """The bytes of a ``cls`` message in the canonical dict shape."""
+    return from_message(parse(cls, data))
+
+
+# --- the envelope -----------------------------------------------------------------------------
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def length_delimited(tag: int, data: bytes) -> bytes:
+    """A length-delimited field (``tag`` is the key byte, e.g. ``0x12`` for field 2)."""
+    return bytes((tag,)) + _varint(len(data)) + data
+
+
+@functools.lru_cache(maxsize=64)
+def envelope_head(api_version: str, kind: str) -> bytes:
+    """The magic and the ``typeMeta`` field of an envelope: the same for every object of a
+    kind, so built once."""
+    type_meta = runtime_pb2.TypeMeta(apiVersion=api_version, kind=kind).SerializeToString()
+    return PREFIX + length_delimited(0x0A, type_meta)
+
+
+#: contentEncoding "" and contentType "": every envelope ends with them.
+ENVELOPE_TAIL = b"\x1a\x00\x22\x00"
+
+
+def wrap(api_version: str, kind: str, raw: bytes) -> bytes:
+    """``raw`` (an object's message) in the ``k8s\\x00`` envelope, as Go writes it."""
+    return b"".join(
+        (envelope_head(api_version, kind), b"\x12", _varint(len(raw)), raw, ENVELOPE_TAIL)
+    )
+
+
+def unwrap(data: bytes) -> tuple[str, str, bytes]:
+    """``(apiVersion, kind, raw)`` of an envelope; errors worded as the reference's protobuf
+    serializer words them."""
+    if not data:
+        raise ProtoError("empty data")
+    if len(data) < len(PREFIX):
+        raise ProtoError("data too short")
+    if data[: len(PREFIX)] != PREFIX:
+        raise ProtoError(
+            "provided data does not appear to be a protobuf message, expected prefix [107 56 115 0]"
+        )
+    if len(data) == len(PREFIX):
+        raise ProtoError("empty body")
+    unknown = parse(runtime_pb2.Unknown, data[len(PREFIX) :])
+    return unknown.typeMeta.apiVersion, unknown.typeMeta.kind, unknown.raw
+
+
+def is_protobuf(data: bytes) -> bool:
+    """Whether stored or sent bytes are a protobuf envelope (recognised by content, as the
+    universal deserializer does)."""
+    return data[:4] == PREFIX
+
+
+# --- the messages, by API -------------------------------------------------------------------
+
+CoreEvent = core_pb2.Event
+CoreEventList = core_pb2.EventList
+EventsEvent = events_pb2.Event
+EventsEventList = events_pb2.EventList
+ListMeta = meta_pb2.ListMeta
+Status = meta_pb2.Status
+WatchEvent = meta_pb2.WatchEvent
+DeleteOptions = meta_pb2.DeleteOptions
+TokenRequest = authentication_pb2.TokenRequest
+
+__all__ = [
+    "ENVELOPE_TAIL",
+    "MEDIA_TYPE",
+    "PREFIX",
+    "CoreEvent",
+    "CoreEventList",
+    "DeleteOptions",
+    "EventsEvent",
+    "EventsEventList",
+    "ListMeta",
+    "ProtoError",
+    "Status",
+    "TokenRequest",
+    "WatchEvent",
+    "decode",
+    "encode",
+    "envelope_head",
+    "from_message",
+    "is_protobuf",
+    "length_delimited",
+    "parse",
+    "to_message",
+    "unwrap",
+    "wrap",
+]
