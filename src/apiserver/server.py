@@ -64,6 +64,7 @@ from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
+from apiserver.api.events import corev1
 from apiserver.api.events.rest import BASE, GR, EventsAPI
 from apiserver.api.tokenrequest import install_token_request
 from apiserver.audit.build import build_audit
@@ -423,6 +424,7 @@ class Server:
             group_resource=GR,
             ttl=lambda: ttl,
             media_type=config.storage_media_type,
+            conversion=corev1.STORAGE,
         )
         self.events_api = EventsAPI(
             self.registry,

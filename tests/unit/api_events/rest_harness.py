@@ -29,6 +29,7 @@ from twisted.internet.defer import Deferred
 from twisted.internet.task import Clock
 from twisted.web.http_headers import Headers
 
+from apiserver.api.events import corev1
 from apiserver.api.events.rest import BASE, GR, EventsAPI
 from apiserver.http.app import App, Router, ServingPolicy
 from apiserver.registry.store import Registry
@@ -171,6 +172,7 @@ class RestHarness:
             group_resource=GR,
             ttl=lambda: ttl,
             media_type=media_type,
+            conversion=corev1.STORAGE,
         )
         self.api = EventsAPI(
             self.registry,
