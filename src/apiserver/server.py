@@ -494,14 +494,6 @@ class Server:
         """Start-up notes: config warnings and flags that have no effect yet."""
         for warning in self.config.warnings:
             log.warn("{warning}", warning=warning)
-        if (
-            self.config.is_set("storage-media-type")
-            and self.config.storage_media_type == "application/vnd.kubernetes.protobuf"
-        ):
-            log.warn(
-                "--storage-media-type=application/vnd.kubernetes.protobuf has no effect yet: "
-                "objects are stored as application/json"
-            )
         for name in ineffective_flags(self.config):
             log.warn(
                 "flag --{name} has no effect yet: it is accepted and validated only", name=name

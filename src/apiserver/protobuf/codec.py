@@ -405,6 +405,22 @@ def is_protobuf(data: bytes) -> bool:
 
 # --- the messages, by API -------------------------------------------------------------------
 
+#: The message of each stored or served kind, by (apiVersion, kind).
+MESSAGES: dict[tuple[str, str], type[Message]] = {
+    ("v1", "Event"): core_pb2.Event,
+    ("v1", "EventList"): core_pb2.EventList,
+    ("events.k8s.io/v1", "Event"): events_pb2.Event,
+    ("events.k8s.io/v1", "EventList"): events_pb2.EventList,
+    ("v1", "Status"): meta_pb2.Status,
+    ("authentication.k8s.io/v1", "TokenRequest"): authentication_pb2.TokenRequest,
+}
+
+
+def message_for(api_version: str, kind: str) -> type[Message] | None:
+    """The message class of ``kind`` in ``api_version``, or None."""
+    return MESSAGES.get((api_version, kind))
+
+
 CoreEvent = core_pb2.Event
 CoreEventList = core_pb2.EventList
 EventsEvent = events_pb2.Event
@@ -435,6 +451,7 @@ __all__ = [
     "from_message",
     "is_protobuf",
     "length_delimited",
+    "message_for",
     "parse",
     "to_message",
     "unwrap",
