@@ -5,6 +5,7 @@ them, and every other format, back."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from twisted.internet.task import Clock
 
@@ -17,7 +18,7 @@ from apiserver.storage.memory import MemoryStore
 
 GOLDEN = (Path(__file__).parent / "golden" / "core-event-web.17f0.pb").read_bytes()
 
-INTERNAL = {
+INTERNAL: dict[str, Any] = {
     "metadata": {
         "name": "web.17f0",
         "namespace": "default",
