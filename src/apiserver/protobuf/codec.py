@@ -347,7 +347,7 @@ def decode(cls: type[Message], data: bytes) -> dict[str, Any]:
 # --- the envelope -----------------------------------------------------------------------------
 
 
-def _varint(value: int) -> bytes:
+def varint(value: int) -> bytes:
     out = bytearray()
     while value > 0x7F:
         out.append((value & 0x7F) | 0x80)
@@ -358,7 +358,7 @@ def _varint(value: int) -> bytes:
 
 def length_delimited(tag: int, data: bytes) -> bytes:
     """A length-delimited field (``tag`` is the key byte, e.g. ``0x12`` for field 2)."""
-    return bytes((tag,)) + _varint(len(data)) + data
+    return bytes((tag,)) + varint(len(data)) + data
 
 
 @functools.lru_cache(maxsize=64)
@@ -376,7 +376,7 @@ ENVELOPE_TAIL = b"\x1a\x00\x22\x00"
 def wrap(api_version: str, kind: str, raw: bytes) -> bytes:
     """``raw`` (an object's message) in the ``k8s\\x00`` envelope, as Go writes it."""
     return b"".join(
-        (envelope_head(api_version, kind), b"\x12", _varint(len(raw)), raw, ENVELOPE_TAIL)
+        (envelope_head(api_version, kind), b"\x12", varint(len(raw)), raw, ENVELOPE_TAIL)
     )
 
 
@@ -412,6 +412,10 @@ MESSAGES: dict[tuple[str, str], type[Message]] = {
     ("events.k8s.io/v1", "Event"): events_pb2.Event,
     ("events.k8s.io/v1", "EventList"): events_pb2.EventList,
     ("v1", "Status"): meta_pb2.Status,
+    ("meta.k8s.io/v1", "PartialObjectMetadata"): meta_pb2.PartialObjectMetadata,
+    ("meta.k8s.io/v1", "PartialObjectMetadataList"): meta_pb2.PartialObjectMetadataList,
+    ("meta.k8s.io/v1beta1", "PartialObjectMetadata"): meta_pb2.PartialObjectMetadata,
+    ("meta.k8s.io/v1beta1", "PartialObjectMetadataList"): meta_pb2.PartialObjectMetadataList,
     ("authentication.k8s.io/v1", "TokenRequest"): authentication_pb2.TokenRequest,
 }
 
@@ -419,6 +423,40 @@ MESSAGES: dict[tuple[str, str], type[Message]] = {
 def message_for(api_version: str, kind: str) -> type[Message] | None:
     """The message class of ``kind`` in ``api_version``, or None."""
     return MESSAGES.get((api_version, kind))
+
+
+def encode_object(obj: Mapping[str, Any]) -> bytes:
+    """A whole object (its ``kind`` and ``apiVersion`` pick the message) in the envelope:
+    a response body as kube-apiserver's protobuf serializer writes it."""
+    api_version, kind = obj.get("apiVersion") or "", obj.get("kind") or ""
+    message = MESSAGES.get((api_version, kind))
+    if message is None:
+        raise ProtoError(f"no protobuf message for {api_version} {kind}")
+    return wrap(api_version, kind, encode(message, obj))
+
+
+def watch_frame(event_type: str, envelope: bytes) -> bytes:
+    """One frame of a protobuf watch (k8s.io/apimachinery ``pkg/util/framer/framer.go``,
+    ``pkg/apiserver/endpoints/handlers/watch.go``): a 4-byte big-endian length, then a bare
+    ``WatchEvent`` (no envelope of its own) whose ``object.raw`` is the object's envelope."""
+    payload = length_delimited(0x0A, event_type.encode()) + length_delimited(
+        0x12, length_delimited(0x0A, envelope)
+    )
+    return len(payload).to_bytes(4, "big") + payload
+
+
+def read_watch_frames(data: bytes) -> list[tuple[str, bytes]]:
+    """``(type, object envelope)`` of every whole frame in ``data`` (tests, tools)."""
+    out: list[tuple[str, bytes]] = []
+    at = 0
+    while at + 4 <= len(data):
+        size = int.from_bytes(data[at : at + 4], "big")
+        if at + 4 + size > len(data):
+            break
+        event = parse(meta_pb2.WatchEvent, data[at + 4 : at + 4 + size])
+        out.append((event.type, event.object.raw))
+        at += 4 + size
+    return out
 
 
 CoreEvent = core_pb2.Event
@@ -447,13 +485,17 @@ __all__ = [
     "WatchEvent",
     "decode",
     "encode",
+    "encode_object",
     "envelope_head",
     "from_message",
     "is_protobuf",
     "length_delimited",
     "message_for",
     "parse",
+    "read_watch_frames",
     "to_message",
     "unwrap",
+    "varint",
+    "watch_frame",
     "wrap",
 ]

@@ -33,6 +33,7 @@ from apiserver.admission import (
 from apiserver.api.events import convert, deletion, selection, validation
 from apiserver.api.events.createfields import CreateManagedFields
 from apiserver.api.events.encoding import EncodedEvents, ListBodies
+from apiserver.api.events.protowire import EventsProtobuf, decode_delete_options, status_response
 from apiserver.api.events.schema import EVENT_V1
 from apiserver.api.events.tables import partial_object, table_for
 from apiserver.api.events.watchstream import WatchStream
@@ -153,6 +154,8 @@ class EventsAPI:
         self.list_cached = list_cached
         self.encoded = EncodedEvents()
         self.list_bodies = ListBodies()
+        #: application/vnd.kubernetes.protobuf bodies and answers (api/events/protowire.py).
+        self.protobuf = EventsProtobuf(API_VERSION, to_v1)
         self._outputs: dict[tuple[str | None, bool, bool], Any] = {}
         self.create_fields = CreateManagedFields(API_VERSION, EVENT_V1, to_v1)
         #: Watch output leaves in one write per stream and reactor turn (http/coalesce.py).
@@ -170,7 +173,7 @@ class EventsAPI:
         if target.watch_path:
             if method != "GET":
                 return errors.method_not_supported().response()
-            return self._run(self.watch(request, info, target))
+            return self._run(self.watch(request, info, target), request)
         if target.is_item:
             if method == "GET":
                 answer = self._get_now(request, info, target)
@@ -192,31 +195,41 @@ class EventsAPI:
             }.get(method)
         if handler is None:
             return errors.method_not_supported().response()
-        return self._run(handler(request, info, target))
+        return self._run(handler(request, info, target), request)
 
-    def _run(self, coro: Coroutine[Any, Any, Any]) -> Deferred[Any]:
+    def _run(self, coro: Coroutine[Any, Any, Any], request: HTTPRequest) -> Deferred[Any]:
         d = Deferred.fromCoroutine(coro)
 
         def to_status(failure: Any) -> Any:
             error = failure.check(errors.StatusError)
             if error is not None:
-                return failure.value.response()
+                return self._error(request, failure.value)
             if failure.check(CompactedError):
-                return errors.expired(EXPIRED_LIST).response()
+                return self._error(request, errors.expired(EXPIRED_LIST))
             if failure.check(StorageTimeoutError):
                 # etcd3 store: a request that hit its context deadline
                 # (``storage.NewTimeoutError``).
-                return errors.timeout(
-                    "Timeout: request did not complete within requested timeout - "
-                    "context deadline exceeded"
-                ).response()
+                return self._error(
+                    request,
+                    errors.timeout(
+                        "Timeout: request did not complete within requested timeout - "
+                        "context deadline exceeded"
+                    ),
+                )
             if failure.check(UnavailableError):
-                return errors.internal_error(failure.getErrorMessage()).response()
+                return self._error(request, errors.internal_error(failure.getErrorMessage()))
             return failure
 
         return d.addErrback(to_status)
 
     # --- shared pieces ---------------------------------------------------------------------
+
+    @staticmethod
+    def _error(request: HTTPRequest, error: errors.StatusError) -> Response:
+        """The Status of ``error``, in protobuf when Accept picks protobuf (``ErrorNegotiated``)."""
+        if negotiation.error_prefers_protobuf(header_value(request, b"accept") or None):
+            return status_response(error)
+        return error.response()
 
     def _output(
         self, request: HTTPRequest, info: RequestInfo, *, is_list: bool, is_watch: bool
@@ -256,6 +269,8 @@ class EventsAPI:
             if out.kind == "yaml" or out.media_type.startswith("application/yaml")
             else "json"
         )
+        if out.media_type == negotiation.PROTOBUF:
+            return self.protobuf.response(code, obj, warnings)
         body = codec.encode(obj, media, self._pretty(request, info, out))
         headers: list[tuple[str, str]] = [("Content-Type", out.media_type)]
         for warning in warnings:
@@ -277,6 +292,8 @@ class EventsAPI:
             return Response(
                 code, (("Content-Type", out.media_type),), self.encoded.object(internal) + b"\n"
             )
+        if stored and out.kind == "protobuf":
+            return self.protobuf.plain(code, self.protobuf.object(internal))
         if out.kind == "table":
             body = table_for(
                 [internal],
@@ -297,6 +314,9 @@ class EventsAPI:
     ) -> tuple[Obj, list[str], bytes]:
         fmt = negotiation.negotiate_body(header_value(request, b"content-type") or None)
         raw = request.content.read() if request.content is not None else b""
+        if fmt == "protobuf":
+            # Strict field validation has nothing to check in protobuf.
+            return self.protobuf.decode_body(raw), [], raw
         obj = decode_document(raw, fmt)
         warnings = self._strict(raw, fmt, field_validation, obj)
         return obj, warnings, raw
@@ -371,7 +391,7 @@ class EventsAPI:
                 raise errors.not_found(GR, target.name)
             return self._render_object(request, info, 200, obj, stored=True)
         except errors.StatusError as error:
-            return error.response()
+            return self._error(request, error)
 
     # --- admission -------------------------------------------------------------------------
 
@@ -667,6 +687,8 @@ class EventsAPI:
         fmt = "json"
         if raw.strip():
             fmt = negotiation.negotiate_body(header_value(request, b"content-type") or None)
+            if fmt == "protobuf":
+                raw, fmt = decode_delete_options(raw), "json"
         opts = request_options.parse_delete_options(info.query, raw, fmt)
         request_options.validate_delete_options(opts)
         return opts
@@ -693,6 +715,9 @@ class EventsAPI:
                 "uid": meta.get("uid", ""),
             },
         }
+        out = self._output(request, info, is_list=False, is_watch=False)
+        if out.kind == "protobuf":
+            return self.protobuf.response(200, body)
         return Response(200, (("Content-Type", "application/json"),), codec.encode_json(body))
 
     def _delete_validation(
@@ -938,10 +963,13 @@ class EventsAPI:
         self, request: HTTPRequest, info: RequestInfo, key: tuple[int, bytes]
     ) -> Response | None:
         """The kept JSON body for ``key``, if the request wants plain JSON and one is kept."""
+        out = self._output(request, info, is_list=True, is_watch=False)
+        if out.kind == "protobuf":
+            body = self.protobuf.list_bodies.get(key)
+            return None if body is None else self.protobuf.plain(200, body)
         body = self.list_bodies.get(key)
         if body is None:
             return None
-        out = self._output(request, info, is_list=True, is_watch=False)
         if not self._plain_json(request, info, out):
             return None
         return Response(200, (("Content-Type", out.media_type),), body)
@@ -963,6 +991,14 @@ class EventsAPI:
                 if cache_key is not None:
                     bodies.put(cache_key, raw)
             return Response(200, (("Content-Type", out.media_type),), raw)
+        if out.kind == "protobuf":
+            kept = self.protobuf.list_bodies
+            raw = kept.get(cache_key) if cache_key is not None else None
+            if raw is None:
+                raw = self.protobuf.list_body(items, list_meta)
+                if cache_key is not None:
+                    kept.put(cache_key, raw)
+            return self.protobuf.plain(200, raw)
         body: Any
         if out.kind == "table":
             body = table_for(
@@ -1025,6 +1061,7 @@ class EventsAPI:
             lifecycle=self.lifecycle,
             encoded=self.encoded,
             coalescer=self.coalescer,
+            protobuf=self.protobuf,
         )
         await stream.start()
         return STREAMING

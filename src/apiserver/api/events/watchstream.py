@@ -19,7 +19,9 @@ from twisted.python.failure import Failure
 
 from apiserver.api.events import convert
 from apiserver.api.events.encoding import EncodedEvents
+from apiserver.api.events.protowire import EventsProtobuf
 from apiserver.api.events.tables import partial_object, table_for
+from apiserver.apimachinery.negotiation import PROTOBUF
 from apiserver.http.coalesce import WriteCoalescer
 from apiserver.http.request import HTTPRequest
 from apiserver.http.status import status_body
@@ -83,6 +85,7 @@ class WatchStream:
         encoded: EncodedEvents,
         coalescer: WriteCoalescer,
         lifecycle: Any = None,
+        protobuf: EventsProtobuf | None = None,
     ) -> None:
         self.request = request
         self.registry = registry
@@ -99,6 +102,8 @@ class WatchStream:
         self.lifecycle = lifecycle
         self.encoded = encoded
         self._plain_json = out.kind == "json"
+        #: Protobuf frames (length-prefixed WatchEvents) instead of JSON lines.
+        self.protobuf = protobuf if out.media_type.startswith(PROTOBUF) else None
         self.watch: PausableWatch | None = None
         self.timer: IDelayedCall | None = None
         self.ended = False
@@ -190,6 +195,16 @@ class WatchStream:
         return self.to_v1(obj)
 
     def _send(self, event_type: str, obj: Obj, memo: _EventMemo | None = None) -> None:
+        protobuf = self.protobuf
+        if protobuf is not None and self.out.kind == "protobuf":
+            key = "pb:" + event_type
+            frame = memo.lines.get(key) if memo is not None else None
+            if frame is None:
+                frame = protobuf.watch_frame(event_type, obj)
+                if memo is not None:
+                    memo.lines[key] = frame
+            self._write_bytes(frame)
+            return
         if self._plain_json:
             line = memo.lines.get(event_type) if memo is not None else None
             if line is None:
@@ -240,6 +255,9 @@ class WatchStream:
         self._write({"type": "BOOKMARK", "object": body})
 
     def _write(self, event: dict[str, Any]) -> None:
+        if self.protobuf is not None:
+            self._write_bytes(self.protobuf.watch_frame_of(event["type"], event["object"]))
+            return
         self._write_bytes(orjson.dumps(event, option=orjson.OPT_APPEND_NEWLINE))
 
     def _watch_ended(self, _: object) -> None:
