@@ -22,6 +22,7 @@ bytes of each stored revision are kept too (``apiserver.api.events.encoding``).
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -151,6 +152,16 @@ class Registry:
         self._from_stored = self.conversion.from_stored
         self._encode = self.serializer.encode
         self._decode_bytes = self.serializer.decode
+
+    def for_group_resource(self, group_resource: errors.GroupResource) -> Registry:
+        """This registry naming ``group_resource`` in its errors: the same store, keys,
+        serializer and decoded-object memo. kube-apiserver serves one stored resource under
+        two groups this way (core and events.k8s.io events share one storage)."""
+        if group_resource == self.group_resource:
+            return self
+        clone = copy.copy(self)
+        clone.group_resource = group_resource
+        return clone
 
     # --- keys and bytes -------------------------------------------------------------------
 

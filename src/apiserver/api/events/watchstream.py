@@ -48,7 +48,8 @@ class _EventMemo:
             prev = registry.decode(event.prev_kv)
             meta = {**metadata(prev), "resourceVersion": str(event.kv.mod_revision)}
             self.old = {**prev, "metadata": meta}
-        self.lines: dict[str, bytes] = {}
+        #: Watch lines (or protobuf frames) per (event type, encoding of a served version).
+        self.lines: dict[tuple[str, EncodedEvents | EventsProtobuf], bytes] = {}
 
 
 _last_memo: _EventMemo | None = None
@@ -197,20 +198,21 @@ class WatchStream:
     def _send(self, event_type: str, obj: Obj, memo: _EventMemo | None = None) -> None:
         protobuf = self.protobuf
         if protobuf is not None and self.out.kind == "protobuf":
-            key = "pb:" + event_type
-            frame = memo.lines.get(key) if memo is not None else None
+            pb_key = (event_type, protobuf)
+            frame = memo.lines.get(pb_key) if memo is not None else None
             if frame is None:
                 frame = protobuf.watch_frame(event_type, obj)
                 if memo is not None:
-                    memo.lines[key] = frame
+                    memo.lines[pb_key] = frame
             self._write_bytes(frame)
             return
         if self._plain_json:
-            line = memo.lines.get(event_type) if memo is not None else None
+            key = (event_type, self.encoded)
+            line = memo.lines.get(key) if memo is not None else None
             if line is None:
                 line = self.encoded.watch_line(event_type, obj)
                 if memo is not None:
-                    memo.lines[event_type] = line
+                    memo.lines[key] = line
             self._write_bytes(line)
             return
         self._write({"type": event_type, "object": self._encode_object(obj)})
@@ -242,7 +244,7 @@ class WatchStream:
         meta: dict[str, Any] = {"resourceVersion": str(revision)}
         if initial_events_end:
             meta["annotations"] = {INITIAL_EVENTS_END: "true"}
-        empty = convert.empty_v1_event(meta)
+        empty = self.to_v1(convert.empty_internal(meta))
         meta = empty["metadata"]
         if self.out.kind == "partial":
             body: Any = {
