@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import json
 import shutil
+import sqlite3
 import subprocess
 import urllib.request
 from collections.abc import Iterator
@@ -103,6 +104,81 @@ def test_protobuf_watch_frame_by_frame(api_server: ApiServer) -> None:  # noqa: 
     assert seen == [("ADDED", "w1"), ("ADDED", "w2"), ("DELETED", "w1")]
 
 
+# --- core/v1 ------------------------------------------------------------------------------------
+
+
+def kubelet_event(name: str, namespace: str) -> bytes:
+    """A core/v1 Event as a kubelet posts it: client-go's protobuf envelope (typeMeta v1/Event)."""
+    event = {
+        "metadata": {"name": name, "namespace": namespace},
+        "involvedObject": {"kind": "Pod", "namespace": namespace, "name": "web-1", "uid": "u9"},
+        "reason": "Started",
+        "message": "Started container",
+        "source": {"component": "kubelet", "host": "node1"},
+        "firstTimestamp": "2026-11-25T10:00:00Z",
+        "lastTimestamp": "2026-11-25T10:00:00Z",
+        "count": 1,
+        "type": "Normal",
+        "reportingComponent": "kubelet",
+        "reportingInstance": "node1",
+    }
+    return codec.wrap("v1", "Event", codec.encode(codec.CoreEvent, event))
+
+
+def test_core_protobuf_post_list_and_status(api_server: ApiServer) -> None:  # noqa: F811
+    d = api_server.daemon
+    path = "/api/v1/namespaces/pbcore/events"
+    status, headers, raw = d.get(
+        path,
+        method="POST",
+        body=kubelet_event("k1", "pbcore"),
+        headers={"Content-Type": PB, "Accept": f"{PB}, application/json"},
+    )
+    assert (status, headers["content-type"]) == (201, PB), raw
+    created = unwrap(raw, "Event", codec.CoreEvent)
+    assert created["apiVersion"] == "v1"
+    _, _, text = d.get(f"{path}/k1")
+    as_json = json.loads(text)
+    assert codec.encode_object(as_json) == raw
+    assert as_json["message"] == "Started container"
+    assert as_json["involvedObject"]["uid"] == "u9"
+    # The same stored object through the other view.
+    _, _, other = d.get(f"{BASE}/namespaces/pbcore/events/k1")
+    assert json.loads(other)["note"] == "Started container"
+    status, headers, raw = d.get(path, headers={"Accept": PB})
+    listed = unwrap(raw, "EventList", codec.CoreEventList)
+    assert [i["metadata"]["name"] for i in listed["items"]] == ["k1"]
+    status, headers, raw = d.get(f"{path}/missing", headers={"Accept": PB})
+    assert (status, headers["content-type"]) == (404, PB)
+    error = unwrap(raw, "Status", codec.Status)
+    assert error["message"] == 'events "missing" not found'
+    assert error["details"] == {"name": "missing", "kind": "events"}
+
+
+def test_default_storage_is_kube_protobuf(api_server: ApiServer) -> None:  # noqa: F811
+    """--storage-media-type defaults to protobuf: what is stored is the envelope around a
+    core/v1 Event, on SQLite as in etcd (checked on SQLite here, in etcd below)."""
+    if api_server.backend != "sqlite":
+        pytest.skip("the etcd case is test_this_servers_bytes_are_kube_apiservers")
+    d = api_server.daemon
+    assert (
+        d.get(f"{BASE}/namespaces/sq/events", "POST", {"Content-Type": PB}, pb_body("s1", "sq"))[0]
+        == 201
+    )
+    db = sqlite3.connect(f"file:{d.data_dir / 'store.db'}?mode=ro", uri=True)
+    try:
+        row = db.execute(
+            "SELECT value FROM log WHERE name = ? ORDER BY id DESC LIMIT 1",
+            (b"/registry/events/sq/s1",),
+        ).fetchone()
+    finally:
+        db.close()
+    value = bytes(row[0])
+    assert value.startswith(codec.envelope_head("v1", "Event"))
+    stored = codec.decode(codec.CoreEvent, codec.unwrap(value)[2])
+    assert stored["metadata"]["name"] == "s1" and "resourceVersion" not in stored["metadata"]
+
+
 # --- kube-apiserver's bytes in etcd ----------------------------------------------------------
 
 
@@ -174,6 +250,17 @@ def test_kube_apiserver_bytes_in_etcd_are_served(etcd_daemon: tuple[EtcdServer, 
     # Through protobuf, the answer is the events.k8s.io/v1 message of that object.
     status, _, answer = d.get(f"{BASE}/namespaces/default/events/web.17f0", headers={"Accept": PB})
     assert codec.encode_object(event) == answer
+    # The core view shows it as kube-apiserver would.
+    status, _, raw = d.get("/api/v1/namespaces/default/events/web.17f0")
+    core = json.loads(raw)
+    assert core["message"] == "Started container"
+    assert core["involvedObject"]["uid"] == "u2"
+    assert core["source"] == {"component": "kubelet", "host": "node1"}
+    assert core["firstTimestamp"] == core["lastTimestamp"] == "2023-11-14T22:13:20Z"
+    assert core["count"] == 1 and core["eventTime"] is None
+    # And the core protobuf answer is the stored message itself, with the resourceVersion.
+    status, _, answer = d.get("/api/v1/namespaces/default/events/web.17f0", headers={"Accept": PB})
+    assert codec.encode_object(core) == answer
 
 
 def test_this_servers_bytes_are_kube_apiservers(etcd_daemon: tuple[EtcdServer, Daemon]) -> None:
