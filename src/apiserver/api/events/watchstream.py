@@ -196,6 +196,15 @@ class WatchStream:
         return self.to_v1(obj)
 
     def _send(self, event_type: str, obj: Obj, memo: _EventMemo | None = None) -> None:
+        if self._plain_json:
+            key = (event_type, self.encoded)
+            line = memo.lines.get(key) if memo is not None else None
+            if line is None:
+                line = self.encoded.watch_line(event_type, obj)
+                if memo is not None:
+                    memo.lines[key] = line
+            self._write_bytes(line)
+            return
         protobuf = self.protobuf
         if protobuf is not None and self.out.kind == "protobuf":
             pb_key = (event_type, protobuf)
@@ -205,15 +214,6 @@ class WatchStream:
                 if memo is not None:
                     memo.lines[pb_key] = frame
             self._write_bytes(frame)
-            return
-        if self._plain_json:
-            key = (event_type, self.encoded)
-            line = memo.lines.get(key) if memo is not None else None
-            if line is None:
-                line = self.encoded.watch_line(event_type, obj)
-                if memo is not None:
-                    memo.lines[key] = line
-            self._write_bytes(line)
             return
         self._write({"type": event_type, "object": self._encode_object(obj)})
 
