@@ -330,3 +330,19 @@ def test_admission_attributes_of_core_requests() -> None:
         (UPDATE, "", "v1", "events", "Event"),
         (DELETE, "", "v1", "events", "Event"),
     ]
+
+
+def test_one_ttl_for_both_views() -> None:
+    h = RestHarness(ttl=60)
+    assert h.post(core_path(), core_event("c")).code == 201
+    h.create("v")
+    h.advance(30)
+    # an update through the other view refreshes the TTL (every real write attaches it)
+    relabel = {"metadata": {"labels": {"again": "yes"}}}
+    assert h.patch(ns_path(name="c"), relabel, "application/merge-patch+json").code == 200
+    h.advance(31)
+    assert h.get(core_path(name="v")).code == 404
+    assert h.get(ns_path(name="v")).code == 404
+    assert h.get(core_path(name="c")).json()["metadata"]["labels"] == {"again": "yes"}
+    h.advance(30)
+    assert h.get(core_path(name="c")).code == 404 and h.get(ns_path(name="c")).code == 404
