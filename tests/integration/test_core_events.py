@@ -5,6 +5,7 @@ conformance steps that go through ``/api/v1``, and one stored object seen throug
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
 import json
 import queue
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import pytest
+import requests
 import yaml
 
 from tests.event_fixtures import event_dict
@@ -434,3 +436,68 @@ def test_core_texts_paths_and_validation(api_server: ApiServer, namespace: str) 
     assert first["type"] == "ADDED" and first["object"]["type"] == "Custom"
     status, answer = request(api_server, f"/api/v1/namespaces/{namespace}/events/none")
     assert status == 404 and answer["details"] == {"name": "none", "kind": "events"}
+
+
+# --- the stored format in a real etcd ------------------------------------------------------
+
+
+def _etcd(server: ApiServer, call: str, body: dict[str, Any]) -> dict[str, Any]:
+    """etcd's v3 JSON gateway (the etcd3 backend speaks it too)."""
+    assert server.etcd_url is not None
+    answer = requests.post(f"{server.etcd_url}/v3/kv/{call}", json=body, timeout=10)
+    answer.raise_for_status()
+    data: dict[str, Any] = answer.json()
+    return data
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+def test_etcd_holds_core_v1_and_foreign_core_json_is_served(
+    api_server: ApiServer,  # noqa: F811
+    namespace: str,
+) -> None:
+    if api_server.backend != "etcd3":
+        pytest.skip("reads and writes etcd directly")
+    status, _ = request(
+        api_server,
+        f"/apis/events.k8s.io/v1/namespaces/{namespace}/events",
+        "POST",
+        event_dict("ours", namespace, note="written by us"),
+    )
+    assert status == 201
+    key = f"/registry/events/{namespace}/ours".encode()
+    kvs = _etcd(api_server, "range", {"key": _b64(key)})["kvs"]
+    value = base64.b64decode(kvs[0]["value"])
+    assert value.startswith(b'{"kind":"Event","apiVersion":"v1","metadata":{"name":"ours"')
+    stored = json.loads(value)
+    assert stored["message"] == "written by us" and "note" not in stored
+    assert stored["involvedObject"]["name"] == "p"
+    assert stored["firstTimestamp"] is None and "resourceVersion" not in stored["metadata"]
+
+    # JSON as kube-apiserver writes it with --storage-media-type=application/json
+    foreign = (
+        b'{"kind":"Event","apiVersion":"v1","metadata":{"name":"kubelet.1","namespace":"'
+        + namespace.encode()
+        + b'","uid":"u1","creationTimestamp":"2023-11-14T22:13:20Z"},"involvedObject":'
+        b'{"kind":"Pod","namespace":"'
+        + namespace.encode()
+        + b'","name":"web","uid":"u2","apiVersion":"v1"},"reason":"Started","message":'
+        b'"Started container","source":{"component":"kubelet","host":"node1"},'
+        b'"firstTimestamp":"2023-11-14T22:13:20Z","lastTimestamp":"2023-11-14T22:13:20Z",'
+        b'"count":1,"type":"Normal","eventTime":null,"reportingComponent":"kubelet",'
+        b'"reportingInstance":"node1"}\n'
+    )
+    put_key = f"/registry/events/{namespace}/kubelet.1".encode()
+    _etcd(api_server, "put", {"key": _b64(put_key), "value": _b64(foreign)})
+    status, core = request(api_server, f"/api/v1/namespaces/{namespace}/events/kubelet.1")
+    assert status == 200, core
+    assert core["message"] == "Started container" and core["metadata"]["uid"] == "u1"
+    assert core["source"] == {"component": "kubelet", "host": "node1"}
+    status, v1 = request(
+        api_server, f"/apis/events.k8s.io/v1/namespaces/{namespace}/events/kubelet.1"
+    )
+    assert status == 200, v1
+    assert v1["note"] == "Started container" and v1["deprecatedCount"] == 1
+    assert v1["metadata"]["resourceVersion"] == core["metadata"]["resourceVersion"]

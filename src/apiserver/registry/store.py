@@ -29,7 +29,7 @@ from typing import Any
 import attrs
 
 from apiserver.apimachinery import errors
-from apiserver.registry.storagecodec import StorageSerializer, serializer_for
+from apiserver.registry.storagecodec import StorageCodecError, StorageSerializer, serializer_for
 from apiserver.storage.flowcontrol import MAX_PENDING_PER_WATCHER, pausable_watch
 from apiserver.storage.interface import (
     CachedLists,
@@ -193,7 +193,13 @@ class Registry:
         return obj
 
     def _decode(self, kv: KeyValue) -> Obj:
-        obj = self._from_stored(self._decode_bytes(kv.value))
+        try:
+            stored = self._decode_bytes(kv.value)
+        except StorageCodecError as error:
+            # kube-apiserver answers a value it cannot decode with a 500 naming the key
+            # (k8s.io/apiserver pkg/storage/etcd3/store.go decode errors, storage.NewInternalError).
+            raise errors.internal_error(f"{kv.key.decode(errors='replace')}: {error}") from None
+        obj = self._from_stored(stored)
         metadata(obj)["resourceVersion"] = str(kv.mod_revision)
         return obj
 

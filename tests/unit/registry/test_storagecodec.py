@@ -62,3 +62,11 @@ def test_registry_writes_the_chosen_format_and_reads_any() -> None:
         for data in (as_json, as_yaml):
             got = registry.decode(KeyValue(b"/k", data, 1, 5))
             assert got == {"metadata": {"name": "a", "resourceVersion": "5"}, "spec": {"x": 1}}
+
+
+def test_undecodable_value_is_a_500_naming_the_key() -> None:
+    registry = Registry(MemoryStore(Clock()), group_resource=errors.GroupResource("", "things"))
+    with pytest.raises(errors.StatusError) as info:
+        registry.decode(KeyValue(b"/registry/things/ns/a", b"k8s:enc:aescbc:v1:k:xx", 1, 2))
+    assert info.value.code == 500
+    assert "/registry/things/ns/a" in info.value.message

@@ -151,6 +151,7 @@ class EventsAPI:
         view: EventView = EVENTS_V1,
     ) -> None:
         self.view = view
+        self._base = view.base
         self.gr = view.group_resource
         self.to_wire = view.to_wire
         # The registry's not-found and conflict texts name this view's group.
@@ -178,7 +179,7 @@ class EventsAPI:
     # --- dispatch ------------------------------------------------------------------------
 
     def handle(self, request: HTTPRequest, info: RequestInfo) -> Response | Deferred[Any] | object:
-        target = parse_target(info.path, self.view.base)
+        target = parse_target(info.path, self._base)
         if target is None:
             return errors.StatusError(
                 404, "NotFound", "the server could not find the requested resource", {}
