@@ -21,6 +21,7 @@ import pytest
 import requests
 import yaml
 
+from apiserver.protobuf import codec
 from tests.event_fixtures import event_dict
 from tests.integration.api_fixtures import ApiServer, api_server  # noqa: F401 - fixture
 
@@ -470,11 +471,13 @@ def test_etcd_holds_core_v1_and_foreign_core_json_is_served(
     key = f"/registry/events/{namespace}/ours".encode()
     kvs = _etcd(api_server, "range", {"key": _b64(key)})["kvs"]
     value = base64.b64decode(kvs[0]["value"])
-    assert value.startswith(b'{"kind":"Event","apiVersion":"v1","metadata":{"name":"ours"')
-    stored = json.loads(value)
+    # --storage-media-type's default: kube-apiserver's protobuf envelope around a core/v1 Event.
+    api_version, kind, raw = codec.unwrap(value)
+    assert (api_version, kind) == ("v1", "Event")
+    stored = codec.decode(codec.CoreEvent, raw)
     assert stored["message"] == "written by us" and "note" not in stored
     assert stored["involvedObject"]["name"] == "p"
-    assert stored["firstTimestamp"] is None and "resourceVersion" not in stored["metadata"]
+    assert "firstTimestamp" not in stored and "resourceVersion" not in stored["metadata"]
 
     # JSON as kube-apiserver writes it with --storage-media-type=application/json
     foreign = (
