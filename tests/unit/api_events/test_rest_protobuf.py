@@ -157,3 +157,15 @@ def test_protobuf_watch_frames(api: RestHarness) -> None:
     size = int.from_bytes(data[:4], "big")
     assert data[4:11] == b"\x0a\x05ADDED"
     assert len(frames[0][1]) < size
+
+
+def test_partial_object_metadata_list_in_protobuf(api: RestHarness) -> None:
+    api.create("e1")
+    api.create("e2")
+    reply = api.get(EVENTS, accept=f"{PB};as=PartialObjectMetadataList;g=meta.k8s.io;v=v1")
+    assert (reply.code, reply.content_type) == (200, PB)
+    listed = unwrap(
+        reply.body, "PartialObjectMetadataList", codec.meta_pb2.PartialObjectMetadataList
+    )
+    assert listed["apiVersion"] == "meta.k8s.io/v1"
+    assert [i["metadata"]["name"] for i in listed["items"]] == ["e1", "e2"]
