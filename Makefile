@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 PORT ?= 6443
 VAR ?= $(CURDIR)/var
 
-.PHONY: run test develop install-test install uninstall etcd lint man bench clean
+.PHONY: run test develop install-test install uninstall etcd lint man bench clean proto
 
 # `make install` / `make uninstall`: the server as a system service (README, "Running it as a
 # service"). DESTDIR stages the whole tree elsewhere (packaging); the paths inside it stay
@@ -50,6 +50,14 @@ lint: install-test
 man: develop
 	$(BIN)/python -m apiserver.options.manpage > man/apiserver.8
 	PYTHONPATH=src $(BIN)/python -m apiserver.options.fieldgen > src/apiserver/options/config_fields.py
+
+# The protobuf messages (src/apiserver/protobuf/generated/*.proto, upstream package names and
+# field numbers): the *_pb2.py modules and *_pb2.pyi stubs are generated and checked in, so
+# protoc (from grpcio-tools) is needed only here, never at run time.
+proto: install-test
+	$(BIN)/pip install --quiet grpcio-tools
+	$(BIN)/python -m grpc_tools.protoc -Isrc --python_out=src --pyi_out=src \
+	  src/apiserver/protobuf/generated/*.proto
 
 bench: install-test etcd
 	$(BIN)/python bench/run.py

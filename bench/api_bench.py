@@ -354,6 +354,45 @@ def event_body(namespace: str, name: str | None = None, note: str = "api bench")
     return json.dumps(event, separators=(",", ":")).encode()
 
 
+PROTOBUF = "application/vnd.kubernetes.protobuf"
+CORE_PATH = "/api/v1"
+
+
+def protobuf_event_body(namespace: str) -> bytes:
+    """:func:`event_body` as client-go sends it in protobuf (the ``k8s\\x00`` envelope)."""
+    if str(REPO / "src") not in sys.path:
+        sys.path.insert(0, str(REPO / "src"))
+    from apiserver.protobuf import codec
+
+    event = json.loads(event_body(namespace))
+    fields = {k: v for k, v in event.items() if k not in ("kind", "apiVersion")}
+    return codec.wrap("events.k8s.io/v1", "Event", codec.encode(codec.EventsEvent, fields))
+
+
+def core_event_body(namespace: str) -> bytes:
+    """A core/v1 Event as a kubelet's recorder writes it, with ``generateName``."""
+    event = {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"namespace": namespace, "generateName": "c-"},
+        "involvedObject": {"kind": "Pod", "apiVersion": "v1", "namespace": namespace, "name": "p"},
+        "reason": "Measured",
+        "message": "api bench",
+        "source": {"component": "kubelet", "host": "node-1"},
+        "firstTimestamp": "2025-01-01T00:00:00Z",
+        "lastTimestamp": "2025-01-01T00:00:00Z",
+        "count": 1,
+        "type": "Normal",
+        "reportingComponent": "kubelet",
+        "reportingInstance": "node-1",
+    }
+    return json.dumps(event, separators=(",", ":")).encode()
+
+
+def core_events_path(namespace: str) -> str:
+    return f"{CORE_PATH}/namespaces/{namespace}/events"
+
+
 def events_path(namespace: str, name: str = "", query: str = "") -> str:
     path = f"{GROUP_PATH}/namespaces/{namespace}/events"
     if name:
@@ -1342,6 +1381,26 @@ def build_rows(
         rows.append(
             _ratio_row(f"{label}, h2 vs h1", "", m2 / m1 if m1 and m2 else None, 0.8, "h2/h1")
         )
+    # Protobuf and core/v1 against their JSON events.k8s.io/v1 counterparts, same protocol.
+    compared = (
+        ("create-pb", "create", "create protobuf (POST, generateName)", 0.9, "req/s"),
+        ("get-pb", "get", "get one event, protobuf", None, "req/s"),
+        ("list-pb", "list", f"list {LIST_SIZE} events, protobuf", 1.0, "lists/s"),
+        ("create-core", "create", "create core/v1 (POST, generateName)", None, "req/s"),
+    )
+    for key, base, label, goal, unit in compared:
+        for proto, name in (("h1", "HTTP/1.1"), ("h2", "HTTP/2")):
+            res = loads.get((key, proto))
+            if res is None:
+                continue
+            mine, theirs = rate((key, proto)), rate((base, proto))
+            ratio = mine / theirs if mine is not None and theirs else None
+            what = f"{key}/{base}"
+            if goal is None:
+                text = f"{what} = {ratio:.2f}" if ratio is not None else "n/a"
+                rows.append(Row(f"{label}, {name}", fmt(res, unit), text, "reference"))
+            else:
+                rows.append(_ratio_row(f"{label}, {name}", fmt(res, unit), ratio, goal, what))
     for watch in watches:
         rows += watch_rows(watch)
     return rows
@@ -1546,6 +1605,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--skip-load", action="store_true")
     parser.add_argument(
+        "--skip-protobuf",
+        action="store_true",
+        help="leave out the protobuf get/list/create and the core/v1 create runs",
+    )
+    parser.add_argument(
         "--audit",
         action="store_true",
         help="run the daemon with every request audited at Metadata level to a log file in "
@@ -1590,23 +1654,42 @@ def main(argv: Sequence[str] | None = None) -> int:
                     prepare_data(daemon)
                 body = tmp / "create.json"
                 body.write_bytes(event_body(CREATE_NS))
-                runs: list[tuple[str, Server, str, Path | None]] = [
-                    ("ceiling", ceiling, "/", None),
+                json_type = "application/json"
+                runs: list[tuple[str, Server, str, Path | None, str, str]] = [
+                    ("ceiling", ceiling, "/", None, json_type, json_type),
                 ]
                 if not api_error:
                     runs += [
-                        ("create", daemon, events_path(CREATE_NS), body),
-                        ("get", daemon, events_path(GET_NS, GET_NAME), None),
-                        ("list", daemon, events_path(LIST_NS), None),
+                        ("create", daemon, events_path(CREATE_NS), body, json_type, json_type),
+                        ("get", daemon, events_path(GET_NS, GET_NAME), None, json_type, json_type),
+                        ("list", daemon, events_path(LIST_NS), None, json_type, json_type),
+                    ]
+                if not api_error and not args.skip_protobuf:
+                    pb_body = tmp / "create.pb"
+                    pb_body.write_bytes(protobuf_event_body(CREATE_NS))
+                    core_body = tmp / "create-core.json"
+                    core_body.write_bytes(core_event_body(CREATE_NS))
+                    runs += [
+                        ("create-pb", daemon, events_path(CREATE_NS), pb_body, PROTOBUF, PROTOBUF),
+                        ("get-pb", daemon, events_path(GET_NS, GET_NAME), None, PROTOBUF, PROTOBUF),
+                        ("list-pb", daemon, events_path(LIST_NS), None, PROTOBUF, PROTOBUF),
+                        (
+                            "create-core",
+                            daemon,
+                            core_events_path(CREATE_NS),
+                            core_body,
+                            json_type,
+                            json_type,
+                        ),
                     ]
                 # The ceiling again at the end: the mean of both runs is the reference, so
                 # that a drift of the machine's speed during the run shows and averages out.
-                runs.append(("ceiling-after", ceiling, "/", None))
-                for key, server, path, data in runs:
+                runs.append(("ceiling-after", ceiling, "/", None, json_type, json_type))
+                for key, server, path, data, accept, content_type in runs:
                     for proto in ("h1", "h2"):
-                        headers = ["accept: application/json"]
+                        headers = [f"accept: {accept}"]
                         if data is not None:
-                            headers.append("content-type: application/json")
+                            headers.append(f"content-type: {content_type}")
                         spy = None
                         if profile_dir and server is not ceiling:
                             spy = start_profile(

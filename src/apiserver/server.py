@@ -65,7 +65,8 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from apiserver.admission.config import build_admission
-from apiserver.api.events.rest import BASE, GR, EventsAPI
+from apiserver.api.events import corev1
+from apiserver.api.events.rest import BASE, CORE_V1, GR, EventsAPI
 from apiserver.api.tokenrequest import install_token_request
 from apiserver.audit.build import build_audit
 from apiserver.auth import build_auth
@@ -82,7 +83,7 @@ from apiserver.healthz import (
     render_endpoint,
     render_single,
 )
-from apiserver.http.app import RequestInfo, Router, ServingPolicy
+from apiserver.http.app import Handler, RequestInfo, Router, ServingPolicy
 from apiserver.http.chain import build_handler_chain
 from apiserver.http.goaway import ProbabilisticGoaway
 from apiserver.http.h2 import configure_http2
@@ -414,8 +415,9 @@ class Server:
         router.add("/", index_handler(self._paths))
 
     def _install_api(self) -> None:
-        """Discovery, OpenAPI, the TokenRequest API (with a signing key and an issuer) and
-        (unless ``--runtime-config`` turns it off) the Event API."""
+        """Discovery, OpenAPI, the TokenRequest API (with a signing key and an issuer), core/v1
+        events and (unless ``--runtime-config`` turns it off) events.k8s.io/v1 events, both
+        views over one registry (kube-apiserver's cohabiting event storage)."""
         config = self.config
         self.token_request = install_token_request(
             self.router, config, self.store, self.reactor, self.admission.admission
@@ -425,6 +427,7 @@ class Server:
             groups_enabled={"events.k8s.io/v1": self.events_enabled},
             server_address=self._server_address,
             token_request=self.token_request,
+            core_events=True,
         )
         install_authn_routes(self.router, config)
         install_openapi(
@@ -432,9 +435,8 @@ class Server:
             events_enabled=self.events_enabled,
             logs_enabled=bool(config.enable_logs_handler),
             git_version=config.version or _default_version(),
+            core_events=True,
         )
-        if not self.events_enabled:
-            return
         ttl = max(int(config.event_ttl), 0)
         self.registry = Registry(
             self.store,
@@ -443,7 +445,20 @@ class Server:
             group_resource=GR,
             ttl=lambda: ttl,
             media_type=config.storage_media_type,
+            conversion=corev1.STORAGE,
         )
+        self.core_events_api = EventsAPI(
+            self.registry,
+            self.reactor,
+            min_request_timeout=float(config.min_request_timeout),
+            delete_collection_workers=int(config.delete_collection_workers),
+            lifecycle=self.lifecycle,
+            view=CORE_V1,
+            admission=self.admission.admission,
+        )
+        self._install_core_v1(self.core_events_api.handle)
+        if not self.events_enabled:
+            return
         self.events_api = EventsAPI(
             self.registry,
             self.reactor,
@@ -453,6 +468,25 @@ class Server:
             admission=self.admission.admission,
         )
         self.router.add_prefix(BASE, self.events_api.handle)
+
+    def _install_core_v1(self, events: Handler) -> None:
+        """core/v1 events under ``/api/v1/``; TokenRequest, when served, keeps
+        ``/api/v1/namespaces/<ns>/serviceaccounts/...`` (its prefix is shared)."""
+        router = self.router
+        router.add_prefix(CORE_V1.base, events)
+        namespaces = CORE_V1.base + "namespaces/"
+        token = router.prefix_handler(namespaces)
+        if token is None:
+            return
+
+        def namespaced(request: HTTPRequest, info: RequestInfo) -> Any:
+            # /api/v1/namespaces/<ns>/<resource>...: the resource is the fifth segment.
+            parts = info.path.split("/", 6)
+            if len(parts) > 5 and parts[5] == "serviceaccounts":
+                return token(request, info)
+            return events(request, info)
+
+        router.add_prefix(namespaces, namespaced)
 
     def _server_address(self) -> str:
         host = self.config.advertise_address or default_host(self.config.bind_address)
@@ -515,14 +549,6 @@ class Server:
             log.warn("{warning}", warning=warning)
         for note in self.admission.notes:
             log.info("{note}", note=note)
-        if (
-            self.config.is_set("storage-media-type")
-            and self.config.storage_media_type == "application/vnd.kubernetes.protobuf"
-        ):
-            log.warn(
-                "--storage-media-type=application/vnd.kubernetes.protobuf has no effect yet: "
-                "objects are stored as application/json"
-            )
         for name in ineffective_flags(self.config):
             log.warn(
                 "flag --{name} has no effect yet: it is accepted and validated only", name=name

@@ -27,10 +27,14 @@ def event_body(name: str, namespace: str = "default", note: str = "n") -> bytes:
 class ApiServer:
     """A running daemon plus what clients need to reach it."""
 
-    def __init__(self, daemon: Daemon, kubeconfig: Path, backend: str) -> None:
+    def __init__(
+        self, daemon: Daemon, kubeconfig: Path, backend: str, etcd_url: str | None = None
+    ) -> None:
         self.daemon = daemon
         self.kubeconfig = kubeconfig
         self.backend = backend
+        #: The etcd the daemon stores in (etcd3 backend), for tests that read or write it.
+        self.etcd_url = etcd_url
 
     def python_client(self):  # type: ignore[no-untyped-def]
         from kubernetes import client
@@ -61,7 +65,7 @@ def api_server(
     try:
         daemon.start()
         kubeconfig = write_kubeconfig(daemon, workdir / "kubeconfig")
-        yield ApiServer(daemon, kubeconfig, backend)
+        yield ApiServer(daemon, kubeconfig, backend, etcd.client_url if etcd else None)
     finally:
         daemon.stop()
         if etcd is not None:

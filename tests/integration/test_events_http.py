@@ -255,7 +255,9 @@ def test_output_forms(api_server: ApiServer, ns: str) -> None:  # noqa: F811
     )
     assert status == 200 and partial["kind"] == "PartialObjectMetadata"
     assert partial["metadata"]["name"] == "o1"
-    status, _, _error = call(d, "GET", path, Accept="application/vnd.kubernetes.protobuf")
+    status, _, _error = call(
+        d, "GET", path, Accept="application/vnd.kubernetes.protobuf;as=Table;g=meta.k8s.io;v=v1"
+    )
     assert status == 406
     status, _, _text = call(d, "GET", path + "/o1?pretty=true")
     assert status == 200

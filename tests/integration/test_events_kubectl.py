@@ -19,6 +19,9 @@ import yaml
 from tests.integration.api_fixtures import ApiServer, api_server  # noqa: F401 - fixture
 
 KUBECTL = shutil.which("kubectl")
+#: ``ev``/``events`` resolve to core/v1 (kubectl ranks the core group first); these tests are
+#: about events.k8s.io/v1, so they name it in full.
+EV = "events.v1.events.k8s.io"
 pytestmark = pytest.mark.skipif(KUBECTL is None, reason="kubectl not installed")
 
 
@@ -70,21 +73,19 @@ def test_create_and_get_forms(api_server: ApiServer, namespace: str, tmp_path: P
     out = kubectl(api_server, "create", "-f", str(manifest))
     assert out.returncode == 0, out.stderr
     assert "k1 created" in out.stdout
-    table = kubectl(api_server, "get", "ev", "-n", namespace)
+    table = kubectl(api_server, "get", EV, "-n", namespace)
     assert table.returncode == 0, table.stderr
     header = table.stdout.splitlines()[0].split()
     assert header[:4] == ["LAST", "SEEN", "TYPE", "REASON"]
     assert "pod/web-1" in table.stdout
     assert "Created" in table.stdout
-    wide = kubectl(api_server, "get", "ev", "-n", namespace, "-o", "wide")
+    wide = kubectl(api_server, "get", EV, "-n", namespace, "-o", "wide")
     assert "SUBOBJECT" in wide.stdout and "COUNT" in wide.stdout
-    as_json = json.loads(
-        kubectl(api_server, "get", "ev", "k1", "-n", namespace, "-o", "json").stdout
-    )
+    as_json = json.loads(kubectl(api_server, "get", EV, "k1", "-n", namespace, "-o", "json").stdout)
     assert as_json["apiVersion"] == "events.k8s.io/v1"
     assert as_json["note"] == "hello"
     as_yaml = yaml.safe_load(
-        kubectl(api_server, "get", "ev", "k1", "-n", namespace, "-o", "yaml").stdout
+        kubectl(api_server, "get", EV, "k1", "-n", namespace, "-o", "yaml").stdout
     )
     assert as_yaml["metadata"]["name"] == "k1"
     listed = json.loads(
@@ -103,16 +104,16 @@ def test_patch_all_types(api_server: ApiServer, namespace: str, tmp_path: Path) 
         ("strategic", '{"metadata":{"labels":{"strategic":"yes"}}}'),
         ("json", '[{"op":"add","path":"/metadata/labels/json","value":"yes"}]'),
     ):
-        out = kubectl(api_server, "patch", "ev", "p1", "-n", namespace, "--type", kind, "-p", patch)
+        out = kubectl(api_server, "patch", EV, "p1", "-n", namespace, "--type", kind, "-p", patch)
         assert out.returncode == 0, (kind, out.stderr)
-    labels = json.loads(
-        kubectl(api_server, "get", "ev", "p1", "-n", namespace, "-o", "json").stdout
-    )["metadata"]["labels"]
+    labels = json.loads(kubectl(api_server, "get", EV, "p1", "-n", namespace, "-o", "json").stdout)[
+        "metadata"
+    ]["labels"]
     assert labels == {"app": "demo", "merge": "yes", "strategic": "yes", "json": "yes"}
     bad = kubectl(
         api_server,
         "patch",
-        "ev",
+        EV,
         "p1",
         "-n",
         namespace,
@@ -133,7 +134,7 @@ def test_server_side_apply(api_server: ApiServer, namespace: str, tmp_path: Path
     assert "serverside-applied" in out.stdout
     obj = json.loads(
         kubectl(
-            api_server, "get", "ev", "a1", "-n", namespace, "-o", "json", "--show-managed-fields"
+            api_server, "get", EV, "a1", "-n", namespace, "-o", "json", "--show-managed-fields"
         ).stdout
     )
     managers = {(m["manager"], m["operation"]) for m in obj["metadata"]["managedFields"]}
@@ -183,7 +184,7 @@ def test_delete_and_watch(api_server: ApiServer, namespace: str, tmp_path: Path)
             "--kubeconfig",
             str(api_server.kubeconfig),
             "get",
-            "ev",
+            EV,
             "-n",
             namespace,
             "-w",
@@ -202,13 +203,13 @@ def test_delete_and_watch(api_server: ApiServer, namespace: str, tmp_path: Path)
         manifest = tmp_path / "ev.yaml"
         manifest.write_text(event_manifest("w1", namespace))
         assert kubectl(api_server, "create", "-f", str(manifest)).returncode == 0
-        deleted = kubectl(api_server, "delete", "ev", "w1", "-n", namespace)
+        deleted = kubectl(api_server, "delete", EV, "w1", "-n", namespace)
         assert deleted.returncode == 0, deleted.stderr
         assert "deleted" in deleted.stdout
         output.wait_for("event.events.k8s.io/w1", count=2)  # ADDED, then DELETED
     finally:
         watcher.terminate()
         watcher.wait(timeout=10)
-    gone = kubectl(api_server, "get", "ev", "w1", "-n", namespace)
+    gone = kubectl(api_server, "get", EV, "w1", "-n", namespace)
     assert gone.returncode != 0
     assert "NotFound" in gone.stderr or "not found" in gone.stderr

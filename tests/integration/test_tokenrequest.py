@@ -186,7 +186,10 @@ def test_kubectl_create_token(launch: Callable[..., Daemon], tmp_path: Path) -> 
     assert done.returncode != 0
     assert "may not specify a duration less than 10 minutes" in done.stderr
 
-    # Discovery lists the subresource.
+    # Discovery lists the subresource (after core/v1 events, sorted by name).
     done = kubectl(kubeconfig, "get", "--raw", "/api/v1")
     assert done.returncode == 0, done.stderr
-    assert [r["name"] for r in json.loads(done.stdout)["resources"]] == ["serviceaccounts/token"]
+    assert [r["name"] for r in json.loads(done.stdout)["resources"]] == [
+        "events",
+        "serviceaccounts/token",
+    ]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "apiserver"
 
-FOUNDATIONS = {"version", "gocompat"}
+FOUNDATIONS = {"version", "gocompat", "protobuf"}
 
 #: package -> the packages it may import (besides itself and the foundations).
 ALLOWED: dict[str, set[str]] = {
@@ -23,6 +23,7 @@ ALLOWED: dict[str, set[str]] = {
     "http": {"apimachinery"},
     "apimachinery": {"http"},
     "storage": set(),
+    "protobuf": set(),
     "registry": {"storage", "apimachinery"},
     "tls": set(),
     "metrics": {"http"},

@@ -16,9 +16,8 @@ Follows, in request order:
 3. ``handlers/response.go`` (``optionsForTransform``, ``asPartialObjectMetadata*``): the
    ``includeObject`` check and the 406 for a list/non-list mismatch.
 
-We serve JSON and YAML only. Protobuf entries in Accept are skipped as if the server could
-not produce them, but every error text still lists ``application/vnd.kubernetes.protobuf``,
-word for word as kube-apiserver does, since clients match on it.
+JSON, YAML and protobuf (``application/vnd.kubernetes.protobuf``, the built-in kinds'
+third serializer) are served; a Table is JSON/YAML only, as in ``AllowsMediaTypeTransform``.
 """
 
 from __future__ import annotations
@@ -41,7 +40,9 @@ PROTOBUF = "application/vnd.kubernetes.protobuf"
 # What kube-apiserver's serializers offer, in its order (and so in its error texts).
 KUBE_MEDIA_TYPES = (JSON, YAML, PROTOBUF)
 KUBE_STREAM_MEDIA_TYPES = (JSON + ";stream=watch", PROTOBUF + ";stream=watch")
-SERVED_MEDIA_TYPES = (JSON, YAML)
+SERVED_MEDIA_TYPES = (JSON, YAML, PROTOBUF)
+#: The Content-Type of a protobuf watch (the stream serializer's media type).
+PROTOBUF_WATCH = PROTOBUF + ";stream=watch"
 
 PATCH_MEDIA_TYPES = {
     "application/json-patch+json": "json",
@@ -184,7 +185,7 @@ def accept_matches_route(header: str | None, produces: Sequence[str] = KUBE_MEDI
 class Output:
     """How to write the response.
 
-    ``kind`` is ``json``/``yaml`` (the object as is), ``table`` or ``partial``
+    ``kind`` is ``json``/``yaml``/``protobuf`` (the object as is), ``table`` or ``partial``
     (PartialObjectMetadata, or PartialObjectMetadataList for lists); ``version`` is the
     ``meta.k8s.io`` version of a Table/partial (``v1``/``v1beta1``), else None; ``media_type``
     is the Content-Type to send; ``target`` is the requested kind (``Table``,
@@ -233,7 +234,8 @@ def _accept_options(clause: AcceptClause, media_type: str) -> Output | None:
     if not _allows_transform(media_type, target):
         return None
     if target is None:
-        return Output("json" if media_type == JSON else "yaml", None, media_type, None, pretty)
+        kind = {JSON: "json", YAML: "yaml"}.get(media_type, "protobuf")
+        return Output(kind, None, media_type, None, pretty)
     kind = "table" if target[2] == TABLE else "partial"
     return Output(kind, target[1], media_type, target[2], pretty)
 
@@ -290,7 +292,11 @@ def negotiate_output(
                 "only the following media types are accepted: " + ", ".join(KUBE_STREAM_MEDIA_TYPES)
             )
         if output.target == PARTIAL_LIST:
+            if output.media_type == PROTOBUF:
+                return Output("protobuf", None, PROTOBUF_WATCH, None, output.pretty)
             return Output("json", None, JSON, None, output.pretty)
+        if output.media_type == PROTOBUF:
+            return attrs.evolve(output, media_type=PROTOBUF_WATCH)
         return output
     if check_target:
         check_output_target(output, is_list, object_type=object_type, list_type=list_type)
@@ -425,6 +431,20 @@ def negotiate_media_type(
     return None
 
 
+@functools.lru_cache(maxsize=256)
+def error_prefers_protobuf(accept: str | None) -> bool:
+    """Whether an error answer is written in protobuf: ``ErrorNegotiated`` negotiates the
+    Status's serializer from Accept with the default restrictions (no ``as=``), and the
+    Status is protobuf when that picks protobuf (k8s.io/apiserver
+    ``pkg/endpoints/handlers/responsewriters/writers.go``). Kept per Accept header."""
+    if not accept or "protobuf" not in accept:
+        return False
+    options = negotiate_media_type(
+        accept, KUBE_MEDIA_TYPES, {JSON: True, YAML: False, PROTOBUF: True}, default_restrictions
+    )
+    return options is not None and options.media_type == PROTOBUF
+
+
 # --- Content-Type ---------------------------------------------------------------------------
 
 _TSPECIALS = set('()<>@,;:\\"/[]?=')
@@ -513,17 +533,20 @@ def go_parse_media_type(value: str) -> str | None:
 
 @functools.lru_cache(maxsize=256)
 def negotiate_body(content_type: str | None) -> str:
-    """``NegotiateInputSerializer`` for create/update/delete bodies: ``json`` or ``yaml``.
+    """``NegotiateInputSerializer`` for create/update/delete bodies: ``json``, ``yaml`` or
+    ``protobuf`` (every built-in kind has a protobuf serializer).
 
-    No Content-Type means JSON (the API routes consume ``*/*``); anything else, protobuf
-    included, is the handler's 415. Answers are kept per Content-Type (a pure function of
-    it; clients send the same few); a 415 is raised anew each time, never kept.
+    No Content-Type means JSON (the API routes consume ``*/*``); anything else is the
+    handler's 415. Answers are kept per Content-Type (a pure function of it; clients send
+    the same few); a 415 is raised anew each time, never kept.
     """
     media = go_parse_media_type(content_type) if content_type else JSON
     if media == JSON:
         return "json"
     if media == YAML:
         return "yaml"
+    if media == PROTOBUF:
+        return "protobuf"
     raise unsupported_media_type(KUBE_MEDIA_TYPES)
 
 
@@ -567,6 +590,7 @@ __all__ = [
     "accept_matches_route",
     "check_output_target",
     "default_restrictions",
+    "error_prefers_protobuf",
     "go_parse_media_type",
     "include_object",
     "negotiate_body",

@@ -78,13 +78,17 @@ TOKEN_REQUEST_RESOURCE: dict[str, Any] = {
 }
 
 
-def core_resource_list(token_request: bool = False) -> dict[str, Any]:
-    """``GET /api/v1``: the core group version. It lists ``serviceaccounts/token`` when the
-    TokenRequest API is served (:mod:`apiserver.api.tokenrequest`), else no resource.
+def core_resource_list(token_request: bool = False, events: bool = False) -> dict[str, Any]:
+    """``GET /api/v1``: the core group version. It lists ``events`` when core/v1 events are
+    served (the same entry and storage version hash as events.k8s.io/v1) and
+    ``serviceaccounts/token`` when the TokenRequest API is served
+    (:mod:`apiserver.api.tokenrequest`), sorted by name as the installer sorts them.
 
     The legacy group's resource list goes out without ``apiVersion``, like ``/api``.
     """
-    resources = [dict(TOKEN_REQUEST_RESOURCE)] if token_request else []
+    resources = [events_api_resource()] if events else []
+    if token_request:
+        resources.append(dict(TOKEN_REQUEST_RESOURCE))
     return {"kind": "APIResourceList", "groupVersion": "v1", "resources": resources}
 
 
@@ -193,7 +197,7 @@ def _token_request_discovery() -> dict[str, Any]:
     }
 
 
-def aggregated_api_items(token_request: bool = False) -> list[dict[str, Any]]:
+def aggregated_api_items(token_request: bool = False, events: bool = False) -> list[dict[str, Any]]:
     """The ``items`` of the aggregated ``/api`` document: the core group, name "" (omitted).
 
     It has version v1 like ``GET /api`` says; its resources are those of ``/api/v1``
@@ -201,8 +205,11 @@ def aggregated_api_items(token_request: bool = False) -> list[dict[str, Any]]:
     aggregated and the legacy view of the core group agree.
     """
     version: dict[str, Any] = {"version": "v1"}
+    resources = [_events_resource_discovery()] if events else []
     if token_request:
-        version["resources"] = [_token_request_discovery()]
+        resources.append(_token_request_discovery())
+    if resources:
+        version["resources"] = resources
     version["freshness"] = "Current"
     return [{"metadata": {"creationTimestamp": None}, "versions": [version]}]
 

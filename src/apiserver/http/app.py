@@ -178,8 +178,17 @@ class Router:
         self._exact[path] = handler
 
     def add_prefix(self, prefix: str, handler: Handler) -> None:
+        """Serve paths under ``prefix``; a prefix added again gets the new handler."""
+        self._prefixes = [item for item in self._prefixes if item[0] != prefix]
         self._prefixes.append((prefix, handler))
         self._prefixes.sort(key=lambda item: len(item[0]), reverse=True)
+
+    def prefix_handler(self, prefix: str) -> Handler | None:
+        """The handler added for exactly ``prefix``, if any (to share a prefix)."""
+        for known, handler in self._prefixes:
+            if known == prefix:
+                return handler
+        return None
 
     def remove(self, path: str) -> None:
         self._exact.pop(path, None)

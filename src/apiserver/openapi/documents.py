@@ -333,8 +333,10 @@ def api_document() -> dict[str, Any]:
     return _document(paths, schemas)
 
 
-def api_v1_document() -> dict[str, Any]:
-    """``/openapi/v3/api/v1``: the core group version, which has only its discovery GET here."""
+def api_v1_document(events: bool = False) -> dict[str, Any]:
+    """``/openapi/v3/api/v1``: the core group version: its discovery GET and, when core/v1
+    events are served, their operations and schemas as kube publishes them (the Event part of
+    kube's ``api__v1_openapi.json``, shipped under ``data/``)."""
     events_schemas = _events_v1_cached()["components"]["schemas"]
     schemas = {
         name: copy.deepcopy(events_schemas[name])
@@ -345,7 +347,11 @@ def api_v1_document() -> dict[str, Any]:
             "getCoreV1APIResources", "get available resources", "core_v1", f"{META}.APIResourceList"
         )
     }
-    return _document(paths, schemas)
+    if events:
+        core_events = copy.deepcopy(_reference("core-v1-events-openapi.json"))
+        schemas.update(core_events["components"]["schemas"])
+        paths.update(core_events["paths"])
+    return _document(dict(sorted(paths.items())), dict(sorted(schemas.items())))
 
 
 def apis_document() -> dict[str, Any]:
@@ -406,11 +412,13 @@ def logs_document() -> dict[str, Any]:
     return _document(paths, None)
 
 
-def v3_documents(*, events_enabled: bool, logs_enabled: bool = False) -> dict[str, dict[str, Any]]:
+def v3_documents(
+    *, events_enabled: bool, logs_enabled: bool = False, core_events: bool = False
+) -> dict[str, dict[str, Any]]:
     """Every v3 document by its ``/openapi/v3`` key (the path without its leading slash)."""
     documents = {
         "api": api_document(),
-        "api/v1": api_v1_document(),
+        "api/v1": api_v1_document(core_events),
         "apis": apis_document(),
         "version": version_document(),
     }

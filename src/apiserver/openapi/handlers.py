@@ -408,10 +408,11 @@ class OpenAPIService:
         logs_enabled: bool = False,
         git_version: str = DEFAULT_GIT_VERSION,
         clock: Callable[[], float] = time.time,
+        core_events: bool = False,
     ) -> OpenAPIService:
         now = clock()
         documents = openapi_docs.v3_documents(
-            events_enabled=events_enabled, logs_enabled=logs_enabled
+            events_enabled=events_enabled, logs_enabled=logs_enabled, core_events=core_events
         )
         groups = {key: ServedDocument.of(doc, now) for key, doc in documents.items()}
         paths = {
@@ -495,10 +496,12 @@ def install_openapi(
     logs_enabled: bool = False,
     git_version: str = DEFAULT_GIT_VERSION,
     clock: Callable[[], float] = time.time,
+    core_events: bool = False,
 ) -> OpenAPIService:
     """Register ``/openapi/v3``, the ``/openapi/v3/`` prefix and ``/openapi/v2``.
 
     ``events_enabled`` adds the events.k8s.io documents (and their paths to v2);
+    ``core_events`` the core/v1 Event operations to ``api/v1`` (and to v2);
     ``logs_enabled`` (``--enable-logs-handler``) adds ``logs``; ``git_version`` becomes the v2
     ``info.version``; ``clock`` dates ``Last-Modified`` (the build time) and ``Expires``.
     Every method is answered, as kube-openapi's handlers do not look at it.
@@ -508,6 +511,7 @@ def install_openapi(
         logs_enabled=logs_enabled,
         git_version=git_version,
         clock=clock,
+        core_events=core_events,
     )
     router.add("/openapi/v3", service.handle_discovery)
     router.add_prefix(V3_PREFIX, service.handle_group_version)

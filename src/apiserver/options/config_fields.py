@@ -240,10 +240,9 @@ class ConfigFields:
     @property
     def storage_media_type(self) -> str:
         """``--storage-media-type``: Media type objects are stored as: application/json,
-        application/yaml or application/vnd.kubernetes.protobuf. Objects are stored as
-        application/json unless application/yaml is chosen: the protobuf encoding is accepted but
-        not effective yet (start-up logs it when the flag asks for it), and JSON keeps the stored
-        data readable with etcdctl or sqlite3.
+        application/yaml or application/vnd.kubernetes.protobuf (the bytes kube-apiserver stores,
+        so either can serve the other's etcd data). Stored data is read in any of the three
+        whatever this flag says.
         """
         return self._values["storage-media-type"]
 

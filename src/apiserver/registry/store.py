@@ -9,18 +9,27 @@ ones is skipped (no new revision, TTL not refreshed); every real write attaches 
 
 This layer knows nothing about HTTP or API versions: it stores and returns "internal" dicts
 (for events: core v1 field names) and raises storage errors for the REST layer to map.
+
+Where conversion happens: the bytes are the *stored shape* (for events a core/v1 Event as
+kube-apiserver stores it, ``--storage-media-type``); the registry's objects are the internal
+form. A :class:`StorageConversion` given by the resource turns one into the other, right
+next to the serializer (:mod:`apiserver.registry.storagecodec`), and a decoded object is
+memoized per (key, revision) *after* that conversion: a revision is decoded and converted
+once, however many GETs, lists and watchers read it. The API views (events.k8s.io/v1 and
+core/v1) convert the internal form to their own JSON at the REST boundary, where the encoded
+bytes of each stored revision are kept too (``apiserver.api.events.encoding``).
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import attrs
-import orjson
-import yaml
 
 from apiserver.apimachinery import errors
+from apiserver.registry.storagecodec import StorageCodecError, StorageSerializer, serializer_for
 from apiserver.storage.flowcontrol import MAX_PENDING_PER_WATCHER, pausable_watch
 from apiserver.storage.interface import (
     CachedLists,
@@ -52,6 +61,43 @@ class ListPage:
     revision: int
     next_key: bytes | None
     remaining: int | None
+
+
+@attrs.frozen
+class StorageConversion:
+    """Between the registry's objects and the stored shape of a serializer.
+
+    ``to_stored(obj)``: the stored shape of ``obj`` (``kind`` and ``apiVersion`` first, no
+    ``metadata.resourceVersion``; ``obj`` itself is not changed). ``from_stored(stored)``:
+    the object of a freshly decoded stored dict (which it may reuse); the registry sets its
+    resourceVersion afterwards.
+    """
+
+    to_stored: Callable[[Obj], Obj]
+    from_stored: Callable[[Obj], Obj]
+
+
+def type_meta_conversion(kind: str, api_version: str) -> StorageConversion:
+    """The stored shape is the object itself with ``kind``/``apiVersion`` added."""
+    type_meta = {"kind": kind, "apiVersion": api_version}
+
+    def to_stored(obj: Obj) -> Obj:
+        meta = obj.get("metadata") or {}
+        if "resourceVersion" in meta:
+            meta = {k: v for k, v in meta.items() if k != "resourceVersion"}
+        body: Obj = {**type_meta}
+        for key, value in obj.items():
+            if key in ("kind", "apiVersion"):
+                continue
+            body[key] = meta if key == "metadata" else value
+        return body
+
+    def from_stored(stored: Obj) -> Obj:
+        stored.pop("kind", None)
+        stored.pop("apiVersion", None)
+        return stored
+
+    return StorageConversion(to_stored, from_stored)
 
 
 class NoChange(Exception):
@@ -88,6 +134,8 @@ class Registry:
         ttl: Callable[[], int] = lambda: 0,
         media_type: str = "application/json",
         max_pending_per_watcher: int = MAX_PENDING_PER_WATCHER,
+        conversion: StorageConversion | None = None,
+        serializer: StorageSerializer | None = None,
     ) -> None:
         self.store = store
         self._current: CurrentReads | None = current_reads_of(store)
@@ -95,11 +143,25 @@ class Registry:
         self._max_pending = max_pending_per_watcher
         self.base = f"{prefix.rstrip('/')}/{resource}/"
         self.group_resource = group_resource
-        self._type_meta = {"kind": storage_kind, "apiVersion": storage_api_version}
         self.ttl = ttl
         self._decoded: dict[tuple[bytes, int], Obj] = {}
-        #: ``--storage-media-type``: JSON (our default) or YAML; reads accept either.
-        self.yaml = media_type == "application/yaml"
+        #: ``--storage-media-type`` writes; reads accept every format (storagecodec).
+        self.serializer = serializer if serializer is not None else serializer_for(media_type)
+        self.conversion = conversion or type_meta_conversion(storage_kind, storage_api_version)
+        self._to_stored = self.conversion.to_stored
+        self._from_stored = self.conversion.from_stored
+        self._encode = self.serializer.encode
+        self._decode_bytes = self.serializer.decode
+
+    def for_group_resource(self, group_resource: errors.GroupResource) -> Registry:
+        """This registry naming ``group_resource`` in its errors: the same store, keys,
+        serializer and decoded-object memo. kube-apiserver serves one stored resource under
+        two groups this way (core and events.k8s.io events share one storage)."""
+        if group_resource == self.group_resource:
+            return self
+        clone = copy.copy(self)
+        clone.group_resource = group_resource
+        return clone
 
     # --- keys and bytes -------------------------------------------------------------------
 
@@ -110,18 +172,8 @@ class Registry:
         return (self.base + (f"{namespace}/" if namespace else "")).encode()
 
     def encode(self, obj: Obj) -> bytes:
-        """Stored bytes: type meta first, then the object without its resourceVersion."""
-        meta = obj.get("metadata") or {}
-        if "resourceVersion" in meta:
-            meta = {k: v for k, v in meta.items() if k != "resourceVersion"}
-        body: dict[str, Any] = {**self._type_meta}
-        for key, value in obj.items():
-            if key in ("kind", "apiVersion"):
-                continue
-            body[key] = meta if key == "metadata" else value
-        if self.yaml:
-            return yaml.safe_dump(body, sort_keys=False, allow_unicode=True).encode()
-        return orjson.dumps(body)
+        """Stored bytes: the stored shape of ``obj`` (no resourceVersion), serialized."""
+        return self._encode(self._to_stored(obj))
 
     def decode(self, kv: KeyValue) -> Obj:
         """The object stored in ``kv`` with its resourceVersion; shared, treat as read-only.
@@ -140,15 +192,14 @@ class Registry:
         decoded[memo_key] = obj
         return obj
 
-    @staticmethod
-    def _decode(kv: KeyValue) -> Obj:
-        value = kv.value
-        if value[:1] == b"{":
-            obj: Obj = orjson.loads(value)
-        else:
-            obj = yaml.safe_load(value)
-        obj.pop("kind", None)
-        obj.pop("apiVersion", None)
+    def _decode(self, kv: KeyValue) -> Obj:
+        try:
+            stored = self._decode_bytes(kv.value)
+        except StorageCodecError as error:
+            # kube-apiserver answers a value it cannot decode with a 500 naming the key
+            # (k8s.io/apiserver pkg/storage/etcd3/store.go decode errors, storage.NewInternalError).
+            raise errors.internal_error(f"{kv.key.decode(errors='replace')}: {error}") from None
+        obj = self._from_stored(stored)
         metadata(obj)["resourceVersion"] = str(kv.mod_revision)
         return obj
 
@@ -434,5 +485,7 @@ __all__ = [
     "NoChange",
     "Obj",
     "Registry",
+    "StorageConversion",
     "metadata",
+    "type_meta_conversion",
 ]

@@ -1,7 +1,8 @@
 """An in-process Event API server for unit tests: no sockets, no threads, no sleeps.
 
 The pieces are wired as ``apiserver.server.Server`` wires them (a ``Router`` with the
-``EventsAPI`` under ``/apis/events.k8s.io/v1/``, an ``App`` running the filters, a
+``EventsAPI`` under ``/apis/events.k8s.io/v1/`` and its core/v1 view under ``/api/v1/``, an
+``App`` running the filters, a
 ``Registry`` over a store), on a ``twisted.internet.task.Clock`` the test drives, behind
 ``treq.testing.StubTreq`` (requests and responses go through twisted.web's HTTP/1.1 parser
 and an in-memory transport). The store is the in-memory backend by default, whose Deferreds
@@ -29,7 +30,8 @@ from twisted.internet.defer import Deferred
 from twisted.internet.task import Clock
 from twisted.web.http_headers import Headers
 
-from apiserver.api.events.rest import BASE, GR, EventsAPI
+from apiserver.api.events import corev1
+from apiserver.api.events.rest import BASE, CORE_V1, GR, EventsAPI
 from apiserver.http.app import App, Router, ServingPolicy
 from apiserver.registry.store import Registry
 from apiserver.storage.interface import Store
@@ -38,6 +40,7 @@ from apiserver.storage.interface import Store
 EPOCH = 1795341600.0
 EPOCH_TEXT = "2026-11-22T10:00:00Z"
 NS_PATH = BASE + "namespaces/{ns}/events"
+CORE_NS_PATH = "/api/v1/namespaces/{ns}/events"
 STORE_PREFIX = "/registry"
 EVENTS_PREFIX = b"/registry/events/"
 
@@ -171,6 +174,7 @@ class RestHarness:
             group_resource=GR,
             ttl=lambda: ttl,
             media_type=media_type,
+            conversion=corev1.STORAGE,
         )
         self.api = EventsAPI(
             self.registry,
@@ -179,8 +183,18 @@ class RestHarness:
             delete_collection_workers=delete_collection_workers,
             rng=random.Random(7),
         )
+        #: core/v1 events over the same registry, as the server serves them.
+        self.core_api = EventsAPI(
+            self.registry,
+            self.clock,
+            min_request_timeout=min_request_timeout,
+            delete_collection_workers=delete_collection_workers,
+            rng=random.Random(7),
+            view=CORE_V1,
+        )
         self.router = Router()
         self.router.add_prefix(BASE, self.api.handle)
+        self.router.add_prefix(CORE_V1.base, self.core_api.handle)
         self.app = App(self.router, self.clock, ServingPolicy(request_timeout=request_timeout))
         #: StubTreq sets its treq functions per instance, unseen by type checkers.
         self.treq: Any = StubTreq(AppResource(self.app))
@@ -279,12 +293,18 @@ def ns_path(namespace: str = "ns1", name: str | None = None) -> str:
     return f"{path}/{name}" if name is not None else path
 
 
+def core_path(namespace: str = "ns1", name: str | None = None) -> str:
+    path = CORE_NS_PATH.format(ns=namespace)
+    return f"{path}/{name}" if name is not None else path
+
+
 __all__ = [
     "EPOCH",
     "EPOCH_TEXT",
     "Reply",
     "RestHarness",
     "WatchReply",
+    "core_path",
     "event",
     "fired",
     "memory_store",

@@ -353,7 +353,7 @@ def test_yaml_in_and_out(api: RestHarness) -> None:
 
 
 def test_unsupported_body_media_type_is_415(api: RestHarness) -> None:
-    reply = api.post(EVENTS, b"\x00", content_type="application/vnd.kubernetes.protobuf")
+    reply = api.post(EVENTS, b"\x00", content_type="text/plain")
     assert reply.code == 415
     assert reply.json() == status(
         415,
@@ -364,7 +364,12 @@ def test_unsupported_body_media_type_is_415(api: RestHarness) -> None:
 
 
 def test_unacceptable_output_is_406_and_nothing_is_created(api: RestHarness) -> None:
-    reply = api.post(EVENTS, event("e1"), accept="application/vnd.kubernetes.protobuf")
+    # A Table is JSON/YAML only.
+    reply = api.post(
+        EVENTS,
+        event("e1"),
+        accept="application/vnd.kubernetes.protobuf;as=Table;g=meta.k8s.io;v=v1",
+    )
     assert reply.code == 406
     assert reply.json() == status(
         406,

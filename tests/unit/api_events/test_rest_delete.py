@@ -162,7 +162,10 @@ def test_undecodable_delete_bodies(api: RestHarness) -> None:
         'no kind "Pod" is registered for version "v1" in scheme '
         '"k8s.io/apimachinery/pkg/apis/meta/internalversion/scheme/register.go:28"'
     )
+    # A protobuf DeleteOptions that cannot be decoded fails as the JSON ones do.
     reply = api.delete(E1, b"\x00", content_type="application/vnd.kubernetes.protobuf")
+    assert (reply.code, reply.json()["message"]) == (500, "data too short")
+    reply = api.delete(E1, b"\x00", content_type="text/plain")
     assert reply.code == 415
     assert api.get(E1).code == 200
 

@@ -195,7 +195,7 @@ def test_get_as_table_with_ages_from_the_clock(api: RestHarness) -> None:
     ("accept", "message"),
     [
         (
-            "application/vnd.kubernetes.protobuf",
+            "application/vnd.kubernetes.protobuf;as=Table;g=meta.k8s.io;v=v1",
             "only the following media types are accepted: application/json, application/yaml, "
             "application/vnd.kubernetes.protobuf",
         ),
@@ -216,10 +216,15 @@ def test_not_acceptable(api: RestHarness, accept: str, message: str) -> None:
         assert reply.json() == status(406, "NotAcceptable", message, details)
 
 
-def test_protobuf_is_skipped_when_json_is_also_acceptable(api: RestHarness) -> None:
+def test_protobuf_is_served_when_accept_prefers_it(api: RestHarness) -> None:
     api.create("e1")
     reply = api.get(
         ns_path("ns1", "e1"), accept="application/vnd.kubernetes.protobuf, application/json"
+    )
+    assert reply.code == 200 and reply.content_type == "application/vnd.kubernetes.protobuf"
+    assert reply.body.startswith(b"k8s\x00")
+    reply = api.get(
+        ns_path("ns1", "e1"), accept="application/json, application/vnd.kubernetes.protobuf"
     )
     assert reply.code == 200 and reply.content_type == "application/json"
 

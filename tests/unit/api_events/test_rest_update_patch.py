@@ -192,6 +192,11 @@ def test_put_decoding_and_options(api: RestHarness) -> None:
     reply = api.put(E1, event("e1", kind="Pod"))
     assert reply.code == 400
     reply = api.put(E1, b"x", content_type="application/vnd.kubernetes.protobuf")
+    assert (reply.code, reply.json()["message"]) == (
+        400,
+        "the object provided is unrecognized (must be of type Event): data too short (78)",
+    )
+    reply = api.put(E1, b"x", content_type="text/plain")
     assert reply.code == 415
 
 

@@ -229,17 +229,45 @@ def test_strict_object_meta_on_create() -> None:
     assert texts(validate_create(ev, api=V1)) == [
         "metadata.name: Required value: name or generateName is required"
     ]
-    # core v1 has no name rules here (the path-segment check is a 400 elsewhere)
+    # core v1 names are path segments, not DNS subdomains
     ev["metadata"] = {"name": "Bad_Name", "namespace": "ns"}
     assert validate_create(ev, api=CORE) == []
 
 
-def test_update_core_is_legacy_only() -> None:
+def test_core_create_checks_object_meta_with_path_segment_names() -> None:
+    ev = c.core_v1_to_internal({"metadata": {"name": "a/b", "namespace": "default"}})
+    assert texts(validate_create(ev, api=CORE)) == [
+        "metadata.name: Invalid value: \"a/b\": may not contain '/'"
+    ]
+    ev["metadata"]["name"] = ".."
+    assert texts(validate_create(ev, api=CORE)) == [
+        "metadata.name: Invalid value: \"..\": may not be '..'"
+    ]
+    ev["metadata"] = {"namespace": "default", "generateName": "x%"}
+    assert texts(validate_create(ev, api=CORE)) == [
+        "metadata.generateName: Invalid value: \"x%\": may not contain '%'",
+        "metadata.name: Required value: name or generateName is required",
+    ]
+    # only when the legacy rules found nothing
+    ev = c.core_v1_to_internal(
+        {"metadata": {"name": "a/b", "namespace": "ns"}, "involvedObject": {"namespace": "x"}}
+    )
+    assert texts(validate_create(ev, api=CORE)) == [
+        'involvedObject.namespace: Invalid value: "x": does not match event.namespace'
+    ]
+
+
+def test_update_core_is_object_meta_then_legacy() -> None:
     old = good_v1()
     new = copy.deepcopy(old)
     new["message"] = "changed"
-    new["metadata"]["name"] = "other"
+    new["reason"] = "Other"
     assert validate_update(new, old, api=CORE) == []
+    new["metadata"]["name"] = "other"
+    assert texts(validate_update(new, old, api=CORE)) == [
+        'metadata.name: Invalid value: "other": field is immutable'
+    ]
+    new["metadata"]["name"] = old["metadata"]["name"]
     del new["reason"]
     assert texts(validate_update(new, old, api=CORE)) == ["reason: Required value"]
 

@@ -43,6 +43,7 @@ from apiserver.auth.requestinfo import parse_request_info
 from apiserver.http.app import App, Router, ServingPolicy
 from apiserver.http.chain import build_handler_chain
 from apiserver.options import ServerConfig
+from apiserver.protobuf import codec
 
 NOW = 1_800_000_000.0  # 2027-01-15T08:00:00Z
 KEY = rsa.generate_private_key(public_exponent=65537, key_size=2048)
@@ -613,9 +614,11 @@ def test_protobuf_body_from_kubectl() -> None:
         KUBECTL_PROTOBUF, content_type=PROTOBUF, Accept=f"{PROTOBUF},application/json"
     )
     assert code == 201, raw
-    # Protobuf is understood but not written: client-go decodes by the Content-Type.
-    assert headers.getRawHeaders(b"content-type") == [b"application/json"]
-    out = json.loads(raw)
+    # The answer is protobuf too, as kube-apiserver writes it (client-go prefers it).
+    assert headers.getRawHeaders(b"content-type") == [PROTOBUF.encode()]
+    api_version, kind, message = codec.unwrap(raw)
+    assert (api_version, kind) == ("authentication.k8s.io/v1", "TokenRequest")
+    out = codec.decode(codec.TokenRequest, message)
     assert out["spec"] == {
         "audiences": ["a", "b"],
         "expirationSeconds": 7200,

@@ -8,6 +8,7 @@ from apiserver.apimachinery.errors import StatusError
 from apiserver.apimachinery.negotiation import (
     AcceptClause,
     Output,
+    error_prefers_protobuf,
     go_parse_media_type,
     include_object,
     negotiate_body,
@@ -74,9 +75,17 @@ def error(fn, *args, **kwargs) -> StatusError:  # type: ignore[no-untyped-def]
         ("application/json;pretty=1", Output("json", None, "application/json", None, True)),
         (
             "application/vnd.kubernetes.protobuf, application/json",
+            Output("protobuf", None, "application/vnd.kubernetes.protobuf"),
+        ),
+        (
+            "application/vnd.kubernetes.protobuf,*/*",
+            Output("protobuf", None, "application/vnd.kubernetes.protobuf"),
+        ),
+        # Table is JSON/YAML only: the protobuf Table clause is skipped.
+        (
+            "application/vnd.kubernetes.protobuf;as=Table;g=meta.k8s.io;v=v1,application/json",
             Output("json", None, "application/json"),
         ),
-        ("application/vnd.kubernetes.protobuf,*/*", Output("json", None, "application/json")),
         ("application/json;q=0.5,application/yaml", Output("yaml", None, "application/yaml")),
         (
             "application/yaml;q=0.1,application/*;q=0.5,application/json;q=0.2",
@@ -105,7 +114,7 @@ def error(fn, *args, **kwargs) -> StatusError:  # type: ignore[no-untyped-def]
         (
             "application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,"
             "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1beta1,application/json",
-            Output("partial", "v1beta1", "application/json", "PartialObjectMetadata"),
+            Output("partial", "v1", "application/vnd.kubernetes.protobuf", "PartialObjectMetadata"),
         ),
         # as=Table without the meta group is skipped.
         ("application/json;as=Table,application/yaml", Output("yaml", None, "application/yaml")),
@@ -132,7 +141,6 @@ def test_router_406(accept: str) -> None:
 @pytest.mark.parametrize(
     "accept",
     [
-        "application/vnd.kubernetes.protobuf",
         "application/json;as=Table",
         "application/json;as=Table;g=meta.k8s.io;v=v2",
         "application/json;stream=foo",
@@ -184,7 +192,23 @@ def test_watch() -> None:
     for accept in ("application/yaml", "application/yaml, application/json"):
         err = error(watch, accept)
         assert (err.code, err.message) == (406, STREAM_NOT_ACCEPTABLE)
-    assert error(watch, "application/vnd.kubernetes.protobuf").message == NOT_ACCEPTABLE
+    protobuf_watch = "application/vnd.kubernetes.protobuf;stream=watch"
+    assert watch("application/vnd.kubernetes.protobuf") == Output("protobuf", None, protobuf_watch)
+    assert watch(protobuf_watch + ", application/json") == Output("protobuf", None, protobuf_watch)
+    err = error(watch, "application/vnd.kubernetes.protobuf;as=Table;g=meta.k8s.io;v=v1")
+    assert err.message == NOT_ACCEPTABLE
+
+
+def test_error_prefers_protobuf() -> None:
+    assert error_prefers_protobuf("application/vnd.kubernetes.protobuf, application/json")
+    assert error_prefers_protobuf("application/vnd.kubernetes.protobuf;stream=watch")
+    assert not error_prefers_protobuf(None)
+    assert not error_prefers_protobuf("application/json, application/vnd.kubernetes.protobuf")
+    # A transformation is refused by the default restrictions: that clause does not count.
+    assert not error_prefers_protobuf(
+        "application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,"
+        "application/json"
+    )
 
 
 def test_parse_accept_sorting_and_params() -> None:
@@ -250,6 +274,7 @@ def test_include_object() -> None:
         ("application/json", "json"),
         ("application/json; charset=utf-8", "json"),
         ("Application/JSON", "json"),
+        ("application/vnd.kubernetes.protobuf", "protobuf"),
         ("application/yaml", "yaml"),
         ("application/yaml;", "yaml"),
         ('application/json; charset="utf-8"', "json"),
@@ -262,7 +287,6 @@ def test_negotiate_body(content_type: str | None, expected: str) -> None:
 @pytest.mark.parametrize(
     "content_type",
     [
-        "application/vnd.kubernetes.protobuf",
         "text/plain",
         "application/x-www-form-urlencoded",
         "application/json; charset",

@@ -1,4 +1,4 @@
-"""Stored events as events.k8s.io/v1 JSON bytes, encoded once per revision.
+"""Stored events as JSON bytes of one API version, encoded once per revision.
 
 A stored revision never changes, so its wire form never does either: GET, LIST and every
 watcher of a change reuse the same bytes instead of converting and serializing the object
@@ -9,6 +9,7 @@ encoded afresh.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -19,24 +20,39 @@ TYPE_META = b'{"kind":"Event","apiVersion":"events.k8s.io/v1",'
 CACHE_SIZE = 20000
 
 
-class EncodedEvents:
-    """v1 JSON of stored objects keyed by (resourceVersion, namespace, name)."""
+def _v1_item(internal: dict[str, Any]) -> dict[str, Any]:
+    return convert.internal_to_v1(internal, include_type_meta=False)
 
-    def __init__(self, size: int = CACHE_SIZE) -> None:
+
+class EncodedEvents:
+    """JSON of stored objects keyed by (resourceVersion, namespace, name), in one API version
+    (``api_version``; ``to_item`` converts an internal object to a list item of it). Each
+    served version has its own: a revision is converted once per version."""
+
+    def __init__(
+        self,
+        size: int = CACHE_SIZE,
+        *,
+        api_version: str = convert.V1_API_VERSION,
+        to_item: Callable[[dict[str, Any]], dict[str, Any]] = _v1_item,
+    ) -> None:
         self._size = size
         self._items: dict[tuple[str, str, str], bytes] = {}
+        self._to_item = to_item
+        self._type_meta = b'{"kind":"Event","apiVersion":"' + api_version.encode() + b'",'
+        self._list_head = b'{"kind":"EventList","apiVersion":"' + api_version.encode() + b'",'
 
     def item(self, internal: dict[str, Any]) -> bytes:
         """The object as a list item: no kind/apiVersion."""
         meta = internal.get("metadata") or {}
         rv = meta.get("resourceVersion")
         if not rv:
-            return orjson.dumps(convert.internal_to_v1(internal, include_type_meta=False))
+            return orjson.dumps(self._to_item(internal))
         key = (rv, meta.get("namespace", ""), meta.get("name", ""))
         items = self._items
         data = items.get(key)
         if data is None:
-            data = orjson.dumps(convert.internal_to_v1(internal, include_type_meta=False))
+            data = orjson.dumps(self._to_item(internal))
             if len(items) >= self._size:
                 del items[next(iter(items))]
             items[key] = data
@@ -45,13 +61,14 @@ class EncodedEvents:
     def object(self, internal: dict[str, Any]) -> bytes:
         """The object on its own, kind and apiVersion first."""
         item = self.item(internal)
-        return TYPE_META + item[1:]
+        return self._type_meta + item[1:]
 
     def list_body(self, items: list[dict[str, Any]], list_meta: dict[str, Any]) -> bytes:
         """An EventList, assembled from the items' cached bytes (with a trailing newline)."""
         return b"".join(
             (
-                b'{"kind":"EventList","apiVersion":"events.k8s.io/v1","metadata":',
+                self._list_head,
+                b'"metadata":',
                 orjson.dumps(list_meta),
                 b',"items":[',
                 b",".join([self.item(i) for i in items]),

@@ -1,9 +1,13 @@
-"""The REST handlers of ``events.k8s.io/v1``: get, list, watch, create, update, patch, delete
-and deletecollection, with kube-apiserver's semantics.
+"""The REST handlers of events: get, list, watch, create, update, patch, delete and
+deletecollection, with kube-apiserver's semantics, for one served version each
+(``events.k8s.io/v1`` or core ``v1``, an :class:`~apiserver.api.events.views.EventView`).
 
 Follows k8s.io/apiserver ``pkg/endpoints/handlers/{get,create,update,patch,delete,watch}.go``
-and ``pkg/registry/generic/registry/store.go``. Objects are stored in the internal shape (core
-v1 field names); requests and responses are converted at this boundary.
+and ``pkg/registry/generic/registry/store.go``. Both versions share one registry (one stored
+object, two views, as kube-apiserver's cohabiting event storage); objects are handled in the
+internal shape (core v1 field names) and requests and responses are converted at this
+boundary by the view, which also decides the error texts' group, the schema, the validation
+rule set and the accepted field labels.
 """
 
 from __future__ import annotations
@@ -33,8 +37,9 @@ from apiserver.admission import (
 from apiserver.api.events import convert, deletion, selection, validation
 from apiserver.api.events.createfields import CreateManagedFields
 from apiserver.api.events.encoding import EncodedEvents, ListBodies
-from apiserver.api.events.schema import EVENT_V1
+from apiserver.api.events.protowire import EventsProtobuf, decode_delete_options, status_response
 from apiserver.api.events.tables import partial_object, table_for
+from apiserver.api.events.views import CORE_V1, EVENTS_V1, EventView
 from apiserver.api.events.watchstream import WatchStream
 from apiserver.apimachinery import continue_token as tokens
 from apiserver.apimachinery import errors, negotiation, request_options
@@ -103,11 +108,12 @@ class Target:
         return self.name is not None
 
 
-def parse_target(path: str) -> Target | None:
-    """``namespaces/{ns}/events[/{name}]``, ``events``, and the ``watch/`` forms."""
-    if not path.startswith(BASE):
+def parse_target(path: str, base: str = BASE) -> Target | None:
+    """``namespaces/{ns}/events[/{name}]``, ``events``, and the ``watch/`` forms under
+    ``base``."""
+    if not path.startswith(base):
         return None
-    parts = path[len(BASE) :].split("/")
+    parts = path[len(base) :].split("/")
     watch_path = False
     if parts and parts[0] == "watch":
         watch_path = True
@@ -128,7 +134,8 @@ def to_v1(internal: Obj, type_meta: bool = True) -> Obj:
 
 
 class EventsAPI:
-    """Serves every events.k8s.io/v1 path; one instance per server."""
+    """Serves every path of one events version (``view``); one instance per served version,
+    all over the same registry."""
 
     def __init__(
         self,
@@ -141,7 +148,14 @@ class EventsAPI:
         rng: random.Random | None = None,
         list_cached: Callable[[bytes, int], Deferred[Any]] | None = None,
         admission: Admission | None = None,
+        view: EventView = EVENTS_V1,
     ) -> None:
+        self.view = view
+        self._base = view.base
+        self.gr = view.group_resource
+        self.to_wire = view.to_wire
+        # The registry's not-found and conflict texts name this view's group.
+        registry = registry.for_group_resource(self.gr)
         self.registry = registry
         #: Admission between decoding and storage (apiserver.admission); None: none at all.
         self.admission = admission
@@ -151,17 +165,21 @@ class EventsAPI:
         self.lifecycle = lifecycle
         self.rng = rng or random.Random()
         self.list_cached = list_cached
-        self.encoded = EncodedEvents()
+        self.encoded = EncodedEvents(
+            api_version=view.api_version, to_item=lambda o: view.to_wire(o, False)
+        )
         self.list_bodies = ListBodies()
+        #: application/vnd.kubernetes.protobuf bodies and answers (api/events/protowire.py).
+        self.protobuf = EventsProtobuf(view.api_version, view.to_wire)
         self._outputs: dict[tuple[str | None, bool, bool], Any] = {}
-        self.create_fields = CreateManagedFields(API_VERSION, EVENT_V1, to_v1)
+        self.create_fields = CreateManagedFields(view.api_version, view.schema, view.to_wire)
         #: Watch output leaves in one write per stream and reactor turn (http/coalesce.py).
         self.coalescer = WriteCoalescer(clock)
 
     # --- dispatch ------------------------------------------------------------------------
 
     def handle(self, request: HTTPRequest, info: RequestInfo) -> Response | Deferred[Any] | object:
-        target = parse_target(info.path)
+        target = parse_target(info.path, self._base)
         if target is None:
             return errors.StatusError(
                 404, "NotFound", "the server could not find the requested resource", {}
@@ -170,7 +188,7 @@ class EventsAPI:
         if target.watch_path:
             if method != "GET":
                 return errors.method_not_supported().response()
-            return self._run(self.watch(request, info, target))
+            return self._run(self.watch(request, info, target), request)
         if target.is_item:
             if method == "GET":
                 answer = self._get_now(request, info, target)
@@ -192,31 +210,41 @@ class EventsAPI:
             }.get(method)
         if handler is None:
             return errors.method_not_supported().response()
-        return self._run(handler(request, info, target))
+        return self._run(handler(request, info, target), request)
 
-    def _run(self, coro: Coroutine[Any, Any, Any]) -> Deferred[Any]:
+    def _run(self, coro: Coroutine[Any, Any, Any], request: HTTPRequest) -> Deferred[Any]:
         d = Deferred.fromCoroutine(coro)
 
         def to_status(failure: Any) -> Any:
             error = failure.check(errors.StatusError)
             if error is not None:
-                return failure.value.response()
+                return self._error(request, failure.value)
             if failure.check(CompactedError):
-                return errors.expired(EXPIRED_LIST).response()
+                return self._error(request, errors.expired(EXPIRED_LIST))
             if failure.check(StorageTimeoutError):
                 # etcd3 store: a request that hit its context deadline
                 # (``storage.NewTimeoutError``).
-                return errors.timeout(
-                    "Timeout: request did not complete within requested timeout - "
-                    "context deadline exceeded"
-                ).response()
+                return self._error(
+                    request,
+                    errors.timeout(
+                        "Timeout: request did not complete within requested timeout - "
+                        "context deadline exceeded"
+                    ),
+                )
             if failure.check(UnavailableError):
-                return errors.internal_error(failure.getErrorMessage()).response()
+                return self._error(request, errors.internal_error(failure.getErrorMessage()))
             return failure
 
         return d.addErrback(to_status)
 
     # --- shared pieces ---------------------------------------------------------------------
+
+    @staticmethod
+    def _error(request: HTTPRequest, error: errors.StatusError) -> Response:
+        """The Status of ``error``, in protobuf when Accept picks protobuf (``ErrorNegotiated``)."""
+        if negotiation.error_prefers_protobuf(header_value(request, b"accept") or None):
+            return status_response(error)
+        return error.response()
 
     def _output(
         self, request: HTTPRequest, info: RequestInfo, *, is_list: bool, is_watch: bool
@@ -256,6 +284,8 @@ class EventsAPI:
             if out.kind == "yaml" or out.media_type.startswith("application/yaml")
             else "json"
         )
+        if out.media_type == negotiation.PROTOBUF:
+            return self.protobuf.response(code, obj, warnings)
         body = codec.encode(obj, media, self._pretty(request, info, out))
         headers: list[tuple[str, str]] = [("Content-Type", out.media_type)]
         for warning in warnings:
@@ -277,6 +307,8 @@ class EventsAPI:
             return Response(
                 code, (("Content-Type", out.media_type),), self.encoded.object(internal) + b"\n"
             )
+        if stored and out.kind == "protobuf":
+            return self.protobuf.plain(code, self.protobuf.object(internal))
         if out.kind == "table":
             body = table_for(
                 [internal],
@@ -284,12 +316,12 @@ class EventsAPI:
                 {"resourceVersion": metadata(internal).get("resourceVersion", "")},
                 negotiation.include_object(info.query),
                 self.clock.seconds(),
-                to_v1,
+                self.to_wire,
             )
         elif out.kind == "partial":
             body = partial_object(internal, out.version)
         else:
-            body = to_v1(internal)
+            body = self.to_wire(internal)
         return self._respond(request, info, code, body, out, list(warnings))
 
     def _decode_body(
@@ -297,6 +329,9 @@ class EventsAPI:
     ) -> tuple[Obj, list[str], bytes]:
         fmt = negotiation.negotiate_body(header_value(request, b"content-type") or None)
         raw = request.content.read() if request.content is not None else b""
+        if fmt == "protobuf":
+            # Strict field validation has nothing to check in protobuf.
+            return self.protobuf.decode_body(raw), [], raw
         obj = decode_document(raw, fmt)
         warnings = self._strict(raw, fmt, field_validation, obj)
         return obj, warnings, raw
@@ -304,7 +339,7 @@ class EventsAPI:
     def _strict(self, raw: bytes, fmt: str, field_validation: str, obj: Obj) -> list[str]:
         if field_validation == "Ignore":
             return []
-        problems = fieldmanagement.strict_errors(raw, fmt, EVENT_V1, decoded=obj)
+        problems = fieldmanagement.strict_errors(raw, fmt, self.view.schema, decoded=obj)
         if not problems:
             return []
         if field_validation == "Strict":
@@ -314,26 +349,25 @@ class EventsAPI:
             )
         return problems
 
-    @staticmethod
-    def _check_type_meta(obj: Obj) -> None:
+    def _check_type_meta(self, obj: Obj) -> None:
+        expected = self.view.api_version
         api_version = obj.get("apiVersion")
-        if api_version and api_version != API_VERSION:
+        if api_version and api_version != expected:
             raise errors.bad_request(
                 f"the API version in the data ({api_version}) does not match the expected API "
-                f"version ({API_VERSION})"
+                f"version ({expected})"
             )
         kind = obj.get("kind")
         if kind and kind != KIND:
             raise errors.bad_request(
                 f'{KIND} in version "{VERSION}" cannot be handled as a {KIND}: '
-                f'no kind "{kind}" is registered for version "{API_VERSION}" in scheme '
+                f'no kind "{kind}" is registered for version "{expected}" in scheme '
                 '"pkg/api/legacyscheme/scheme.go:30"'
             )
 
-    @staticmethod
-    def _to_internal(obj: Obj) -> Obj:
+    def _to_internal(self, obj: Obj) -> Obj:
         try:
-            return convert.v1_to_internal(obj)
+            return self.view.to_internal(obj)
         except convert.DecodeError as error:
             raise errors.bad_request(
                 f'{KIND} in version "{VERSION}" cannot be handled as a {KIND}: {error}'
@@ -368,15 +402,15 @@ class EventsAPI:
             return None
         try:
             if obj is None:
-                raise errors.not_found(GR, target.name)
+                raise errors.not_found(self.gr, target.name)
             return self._render_object(request, info, 200, obj, stored=True)
         except errors.StatusError as error:
-            return error.response()
+            return self._error(request, error)
 
     # --- admission -------------------------------------------------------------------------
 
-    @staticmethod
     def _attributes(
+        self,
         operation: Operation,
         info: RequestInfo,
         namespace: str,
@@ -389,8 +423,8 @@ class EventsAPI:
         named = obj if obj is not None else old
         return Attributes(
             operation,
-            GROUP,
-            VERSION,
+            self.view.group,
+            self.view.version,
             "events",
             KIND,
             namespace,
@@ -454,7 +488,7 @@ class EventsAPI:
             except errors.StatusError as error:
                 if error.reason == "AlreadyExists" and attempts > 1:
                     if attempt == attempts - 1:
-                        raise errors.generate_name_conflict(GR, cmeta["name"]) from None
+                        raise errors.generate_name_conflict(self.gr, cmeta["name"]) from None
                     continue
                 raise
             if dry_run:
@@ -472,7 +506,7 @@ class EventsAPI:
         _canonical_meta(internal)
 
     def _validate_create(self, internal: Obj) -> None:
-        errs = validation.validate_create(internal, api=API_VERSION)
+        errs = validation.validate_create(internal, api=self.view.api_version)
         if errs:
             raise errors.invalid_error(KIND, metadata(internal).get("name", "") or "", errs)
 
@@ -482,8 +516,15 @@ class EventsAPI:
         if old is None:
             metadata(new)["managedFields"] = self.create_fields.entries(new, manager, now)
             return
+        view = self.view
         metadata(new)["managedFields"] = update_managed_fields(
-            to_v1(old), to_v1(new), manager, "Update", API_VERSION, now, EVENT_V1
+            view.to_wire(old),
+            view.to_wire(new),
+            manager,
+            "Update",
+            view.api_version,
+            now,
+            view.schema,
         )
 
     # --- update ----------------------------------------------------------------------------
@@ -551,7 +592,7 @@ class EventsAPI:
         (k8s.io/apiserver pkg/storage/errors.go NewInvalidObjError via storeerr)."""
         name = cur_meta.get("name", "")
         return errors.conflict(
-            GR,
+            self.gr,
             name,
             "StorageError: invalid object, Code: 4, Key: "
             f"{self.registry.key(cur_meta.get('namespace', ''), name).decode()}, "
@@ -566,7 +607,7 @@ class EventsAPI:
         name = cur_meta.get("name", "")
         rv = meta.get("resourceVersion") or ""
         if check_rv and rv and rv != cur_meta.get("resourceVersion"):
-            raise errors.conflict(GR, name, errors.MODIFIED)
+            raise errors.conflict(self.gr, name, errors.MODIFIED)
         uid = meta.get("uid") or ""
         if uid and uid != cur_meta.get("uid"):
             raise self._uid_precondition_failed(cur_meta, uid)
@@ -580,7 +621,7 @@ class EventsAPI:
         if "managedFields" not in meta and "managedFields" in cur_meta:
             meta["managedFields"] = cur_meta["managedFields"]
         meta["resourceVersion"] = cur_meta.get("resourceVersion", "")
-        errs = validation.validate_update(new, current, api=API_VERSION)
+        errs = validation.validate_update(new, current, api=self.view.api_version)
         if errs:
             raise errors.invalid_error(KIND, name, errs)
         if manager is not None:
@@ -604,23 +645,23 @@ class EventsAPI:
             raw,
             manager=manager,
             force=bool(opts.force),
-            api_version=API_VERSION,
+            api_version=self.view.api_version,
             validation=opts.effective_field_validation,
-            schema=EVENT_V1,
+            schema=self.view.schema,
         )
         admission = self.admission
         namespace, dry_run = target.namespace, bool(opts.dry_run)
 
         async def try_update(current: Obj | None) -> Obj:
             now = format_seconds(self.clock.seconds())
-            current_v1 = to_v1(current) if current is not None else None
+            current_v1 = self.to_wire(current) if current is not None else None
             if current_v1 is None:
                 if patch_type != "apply":
-                    raise errors.not_found(GR, target.name or "")
+                    raise errors.not_found(self.gr, target.name or "")
                 uid = patcher.uid_in_patch()
                 if uid:
                     raise errors.conflict(
-                        GR,
+                        self.gr,
                         target.name or "",
                         f"uid mismatch: the provided object specified uid {uid}, and no "
                         "existing object was found",
@@ -667,6 +708,8 @@ class EventsAPI:
         fmt = "json"
         if raw.strip():
             fmt = negotiation.negotiate_body(header_value(request, b"content-type") or None)
+            if fmt == "protobuf":
+                raw, fmt = decode_delete_options(raw), "json"
         opts = request_options.parse_delete_options(info.query, raw, fmt)
         request_options.validate_delete_options(opts)
         return opts
@@ -686,14 +729,21 @@ class EventsAPI:
             "apiVersion": "v1",
             "metadata": {},
             "status": "Success",
-            "details": {
-                "name": meta.get("name", ""),
-                "group": GROUP,
-                "kind": "events",
-                "uid": meta.get("uid", ""),
-            },
+            "details": self._deleted_details(meta),
         }
+        out = self._output(request, info, is_list=False, is_watch=False)
+        if out.kind == "protobuf":
+            return self.protobuf.response(200, body)
         return Response(200, (("Content-Type", "application/json"),), codec.encode_json(body))
+
+    def _deleted_details(self, meta: dict[str, Any]) -> dict[str, Any]:
+        """StatusDetails of a deletion: ``group`` is omitted for core (``omitempty``)."""
+        details: dict[str, Any] = {"name": meta.get("name", "")}
+        if self.view.group:
+            details["group"] = self.view.group
+        details["kind"] = "events"
+        details["uid"] = meta.get("uid", "")
+        return details
 
     def _delete_validation(
         self, info: RequestInfo, namespace: str, dry_run: bool
@@ -820,9 +870,9 @@ class EventsAPI:
         deleted = [obj for obj in page.items if id(obj) in found]
         body = {
             "kind": "EventList",
-            "apiVersion": API_VERSION,
+            "apiVersion": self.view.api_version,
             "metadata": {"resourceVersion": str(page.revision)},
-            "items": [to_v1(o, type_meta=False) for o in deleted],
+            "items": [self.to_wire(o, False) for o in deleted],
         }
         out = self._output(request, info, is_list=True, is_watch=False)
         return self._respond(request, info, 200, body, out)
@@ -831,7 +881,7 @@ class EventsAPI:
 
     def _filter(self, opts: Any, namespace: str | None) -> Callable[[Obj], bool] | None:
         labels = _parse_labels(opts.label_selector)
-        fields = _parse_fields(opts.field_selector)
+        fields = _parse_fields(opts.field_selector, self.view.api_version)
         if labels is None and fields is None:
             return None
 
@@ -938,10 +988,13 @@ class EventsAPI:
         self, request: HTTPRequest, info: RequestInfo, key: tuple[int, bytes]
     ) -> Response | None:
         """The kept JSON body for ``key``, if the request wants plain JSON and one is kept."""
+        out = self._output(request, info, is_list=True, is_watch=False)
+        if out.kind == "protobuf":
+            body = self.protobuf.list_bodies.get(key)
+            return None if body is None else self.protobuf.plain(200, body)
         body = self.list_bodies.get(key)
         if body is None:
             return None
-        out = self._output(request, info, is_list=True, is_watch=False)
         if not self._plain_json(request, info, out):
             return None
         return Response(200, (("Content-Type", out.media_type),), body)
@@ -963,6 +1016,14 @@ class EventsAPI:
                 if cache_key is not None:
                     bodies.put(cache_key, raw)
             return Response(200, (("Content-Type", out.media_type),), raw)
+        if out.kind == "protobuf":
+            kept = self.protobuf.list_bodies
+            raw = kept.get(cache_key) if cache_key is not None else None
+            if raw is None:
+                raw = self.protobuf.list_body(items, list_meta)
+                if cache_key is not None:
+                    kept.put(cache_key, raw)
+            return self.protobuf.plain(200, raw)
         body: Any
         if out.kind == "table":
             body = table_for(
@@ -971,7 +1032,7 @@ class EventsAPI:
                 list_meta,
                 negotiation.include_object(info.query),
                 self.clock.seconds(),
-                to_v1,
+                self.to_wire,
             )
         elif out.kind == "partial":
             body = {
@@ -983,9 +1044,9 @@ class EventsAPI:
         else:
             body = {
                 "kind": "EventList",
-                "apiVersion": API_VERSION,
+                "apiVersion": self.view.api_version,
                 "metadata": list_meta,
-                "items": [to_v1(o, type_meta=False) for o in items],
+                "items": [self.to_wire(o, False) for o in items],
             }
         return self._respond(request, info, 200, body, out)
 
@@ -1021,10 +1082,11 @@ class EventsAPI:
             allow_bookmarks=bool(opts.allow_watch_bookmarks),
             include_object=negotiation.include_object(info.query),
             pretty=self._pretty(request, info),
-            to_v1=to_v1,
+            to_v1=self.to_wire,
             lifecycle=self.lifecycle,
             encoded=self.encoded,
             coalescer=self.coalescer,
+            protobuf=self.protobuf,
         )
         await stream.start()
         return STREAMING
@@ -1089,12 +1151,13 @@ def _parse_labels(selector: LabelSelector) -> LabelSelector | None:
     return None if selector.empty else selector
 
 
-def _parse_fields(selector: FieldSelector) -> FieldSelector | None:
-    """The selector in internal field labels (400 for labels the API does not support)."""
+def _parse_fields(selector: FieldSelector, api_version: str = API_VERSION) -> FieldSelector | None:
+    """The selector in internal field labels (400 for labels ``api_version`` does not
+    support)."""
     if selector.empty:
         return None
     return selector.transform(
-        lambda label, value: selection.convert_field_label(API_VERSION, label, value)
+        lambda label, value: selection.convert_field_label(api_version, label, value)
     )
 
 
@@ -1154,4 +1217,4 @@ async def _in_workers(
         raise failures[0]
 
 
-__all__ = ["EventsAPI", "Target", "decode_document", "parse_target"]
+__all__ = ["CORE_V1", "EVENTS_V1", "EventsAPI", "Target", "decode_document", "parse_target"]

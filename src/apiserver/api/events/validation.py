@@ -117,10 +117,19 @@ def _series(ev: Mapping[str, Any]) -> list[FieldError]:
 def validate_create(ev: Mapping[str, Any], *, api: str) -> list[FieldError]:
     """``ValidateEventCreate``: legacy rules, then (events.k8s.io/v1) the strict ones.
 
-    ``api`` is the request's group/version: ``"events.k8s.io/v1"`` or ``"v1"``. For core v1
-    the caller also checks the name as a path segment (400, not 422).
+    ``api`` is the request's group/version: ``"events.k8s.io/v1"`` or ``"v1"``. For core v1,
+    when the legacy rules find nothing, the generic ObjectMeta rules follow with path-segment
+    names (k8s.io/apiserver ``pkg/registry/rest/create.go`` ``BeforeCreate`` runs
+    ``ValidateObjectMetaAccessor`` with ``path.ValidatePathSegmentName`` only on an object the
+    strategy found valid): a body name ``a/b`` is a 422.
     """
     errs = _legacy(ev, api)
+    if api == API_CORE:
+        if errs:
+            return errs
+        return v.validate_object_meta(
+            _d(ev, "metadata"), namespaced=True, name_fn=v.validate_path_segment_name
+        )
     if api in _LEGACY_ONLY:
         return errs
     errs.extend(
@@ -218,7 +227,12 @@ def validate_update(
     new: Mapping[str, Any], old: Mapping[str, Any], *, api: str
 ) -> list[FieldError]:
     """``ValidateEventUpdate``: legacy rules on ``new``; for events.k8s.io/v1 also ObjectMeta
-    update rules, series (if changed) and the immutability of everything else."""
+    update rules, series (if changed) and the immutability of everything else. For core v1
+    the ObjectMeta update rules come first (``pkg/registry/rest/update.go``
+    ``validateCommonFields``), then the legacy rules; every Event field is mutable."""
+    if api == API_CORE:
+        errs = v.validate_object_meta_update(_d(new, "metadata"), _d(old, "metadata"))
+        return errs + _legacy(new, api)
     errs = _legacy(new, api)
     if api in _LEGACY_ONLY:
         return errs

@@ -19,7 +19,9 @@ from twisted.python.failure import Failure
 
 from apiserver.api.events import convert
 from apiserver.api.events.encoding import EncodedEvents
+from apiserver.api.events.protowire import EventsProtobuf
 from apiserver.api.events.tables import partial_object, table_for
+from apiserver.apimachinery.negotiation import PROTOBUF
 from apiserver.http.coalesce import WriteCoalescer
 from apiserver.http.request import HTTPRequest
 from apiserver.http.status import status_body
@@ -46,7 +48,8 @@ class _EventMemo:
             prev = registry.decode(event.prev_kv)
             meta = {**metadata(prev), "resourceVersion": str(event.kv.mod_revision)}
             self.old = {**prev, "metadata": meta}
-        self.lines: dict[str, bytes] = {}
+        #: Watch lines (or protobuf frames) per (event type, encoding of a served version).
+        self.lines: dict[tuple[str, EncodedEvents | EventsProtobuf], bytes] = {}
 
 
 _last_memo: _EventMemo | None = None
@@ -83,6 +86,7 @@ class WatchStream:
         encoded: EncodedEvents,
         coalescer: WriteCoalescer,
         lifecycle: Any = None,
+        protobuf: EventsProtobuf | None = None,
     ) -> None:
         self.request = request
         self.registry = registry
@@ -99,6 +103,8 @@ class WatchStream:
         self.lifecycle = lifecycle
         self.encoded = encoded
         self._plain_json = out.kind == "json"
+        #: Protobuf frames (length-prefixed WatchEvents) instead of JSON lines.
+        self.protobuf = protobuf if out.media_type.startswith(PROTOBUF) else None
         self.watch: PausableWatch | None = None
         self.timer: IDelayedCall | None = None
         self.ended = False
@@ -191,12 +197,23 @@ class WatchStream:
 
     def _send(self, event_type: str, obj: Obj, memo: _EventMemo | None = None) -> None:
         if self._plain_json:
-            line = memo.lines.get(event_type) if memo is not None else None
+            key = (event_type, self.encoded)
+            line = memo.lines.get(key) if memo is not None else None
             if line is None:
                 line = self.encoded.watch_line(event_type, obj)
                 if memo is not None:
-                    memo.lines[event_type] = line
+                    memo.lines[key] = line
             self._write_bytes(line)
+            return
+        protobuf = self.protobuf
+        if protobuf is not None and self.out.kind == "protobuf":
+            pb_key = (event_type, protobuf)
+            frame = memo.lines.get(pb_key) if memo is not None else None
+            if frame is None:
+                frame = protobuf.watch_frame(event_type, obj)
+                if memo is not None:
+                    memo.lines[pb_key] = frame
+            self._write_bytes(frame)
             return
         self._write({"type": event_type, "object": self._encode_object(obj)})
 
@@ -227,7 +244,7 @@ class WatchStream:
         meta: dict[str, Any] = {"resourceVersion": str(revision)}
         if initial_events_end:
             meta["annotations"] = {INITIAL_EVENTS_END: "true"}
-        empty = convert.empty_v1_event(meta)
+        empty = self.to_v1(convert.empty_internal(meta))
         meta = empty["metadata"]
         if self.out.kind == "partial":
             body: Any = {
@@ -240,6 +257,9 @@ class WatchStream:
         self._write({"type": "BOOKMARK", "object": body})
 
     def _write(self, event: dict[str, Any]) -> None:
+        if self.protobuf is not None:
+            self._write_bytes(self.protobuf.watch_frame_of(event["type"], event["object"]))
+            return
         self._write_bytes(orjson.dumps(event, option=orjson.OPT_APPEND_NEWLINE))
 
     def _watch_ended(self, _: object) -> None:

@@ -56,6 +56,7 @@ from apiserver.options.validate import (
     EXPIRATION_EXTENSION_SECONDS,
     WARN_ONLY_BOUND_TOKEN_EXPIRATION_SECONDS,
 )
+from apiserver.protobuf import codec as pbcodec
 from apiserver.registry import codec
 from apiserver.storage.interface import KeyNotFoundError, StorageError
 
@@ -409,4 +410,7 @@ class TokenRequestAPI:
         headers = [("Content-Type", out.media_type)]
         for warning in (*decoded.warnings, *warnings):
             headers.append(("Warning", f"299 - {errors.go_quote(warning)}"))
+        if out.media_type == negotiation.PROTOBUF:
+            # The built-in kinds' third serializer: the envelope around the message.
+            return Response(201, tuple(headers), pbcodec.encode_object(result))
         return Response(201, tuple(headers), codec.encode(result, media, pretty))

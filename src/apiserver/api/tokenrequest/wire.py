@@ -30,7 +30,6 @@ import attrs
 import yaml
 
 from apiserver.api.events.schema import OBJECT_META
-from apiserver.api.tokenrequest import proto
 from apiserver.apimachinery import errors
 from apiserver.apimachinery.negotiation import PROTOBUF, go_parse_media_type, negotiate_body
 from apiserver.apimachinery.schema import (
@@ -49,6 +48,7 @@ from apiserver.apimachinery.schema import (
 from apiserver.apimachinery.strict import find_strict_errors
 from apiserver.gocompat.jsonscan import go_json_syntax_error
 from apiserver.gocompat.jsonvalues import go_json_kind
+from apiserver.protobuf import codec
 
 GROUP = "authentication.k8s.io"
 VERSION = "v1"
@@ -287,15 +287,19 @@ def _check_kind(api_version: str, kind: str, raw: bytes) -> None:
 
 
 def _decode_protobuf(raw: bytes) -> dict[str, Any]:
+    """The ``k8s\\x00`` envelope around a TokenRequest message (what kubectl and client-go
+    send), through the server's one protobuf codec; status is dropped (the server sets it)."""
     try:
-        api_version, kind, message = proto.envelope(raw)
-    except proto.ProtoError as error:
+        api_version, kind, message = codec.unwrap(raw)
+    except codec.ProtoError as error:
         raise _unrecognized(str(error), raw) from None
     _check_kind(api_version, kind, raw)
     try:
-        return proto.token_request(message)
-    except proto.ProtoError as error:
+        obj = codec.decode(codec.TokenRequest, message)
+    except codec.ProtoError as error:
         raise _cannot_handle(KIND, VERSION, str(error)) from None
+    obj.pop("status", None)
+    return obj
 
 
 def _decode_text(raw: bytes, fmt: str, field_validation: str) -> Decoded:

@@ -1,0 +1,80 @@
+"""The two API versions events are served in: ``events.k8s.io/v1`` and core ``v1``.
+
+kube-apiserver serves both from one REST storage (k8s.io/kubernetes
+``pkg/registry/core/event/storage/storage.go``, re-used by
+``pkg/registry/events/rest/storage_events.go``); what differs per request group/version is
+only at the edges, and that is what an :class:`EventView` holds: the path prefix, the group
+(error texts and Status details name ``events`` or ``events.events.k8s.io``), the JSON
+conversion of the internal form (``pkg/apis/events/v1/conversion.go`` against the generated
+core conversion), the schema for strict decoding, patches and managed fields, and the field
+labels accepted by selectors (``pkg/apis/core/v1/conversion.go`` /
+``pkg/apis/events/v1/conversion.go``). Validation picks its rule set from
+``api_version``, as ``pkg/registry/core/event/strategy.go`` does from the request.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import attrs
+
+from apiserver.api.events import convert
+from apiserver.api.events.schema import EVENT_CORE_V1, EVENT_V1
+from apiserver.apimachinery import errors
+from apiserver.apimachinery.schema import Struct
+
+Obj = dict[str, Any]
+
+
+@attrs.frozen
+class EventView:
+    """One served group/version of events."""
+
+    group: str
+    version: str
+    #: ``/apis/events.k8s.io/v1/`` or ``/api/v1/``.
+    base: str
+    schema: Struct
+    #: internal -> this version's JSON (``type_meta=False`` for list items).
+    to_wire: Callable[..., Obj]
+    #: this version's JSON -> internal; raises :class:`convert.DecodeError`.
+    to_internal: Callable[[Mapping[str, Any]], Obj]
+    kind: str = "Event"
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def group_resource(self) -> errors.GroupResource:
+        return errors.GroupResource(self.group, "events")
+
+
+def _to_v1(internal: Obj, type_meta: bool = True) -> Obj:
+    return convert.internal_to_v1(internal, include_type_meta=type_meta)
+
+
+def _to_core(internal: Obj, type_meta: bool = True) -> Obj:
+    return convert.internal_to_core_v1(internal, include_type_meta=type_meta)
+
+
+EVENTS_V1 = EventView(
+    group="events.k8s.io",
+    version="v1",
+    base="/apis/events.k8s.io/v1/",
+    schema=EVENT_V1,
+    to_wire=_to_v1,
+    to_internal=convert.v1_to_internal,
+)
+
+CORE_V1 = EventView(
+    group="",
+    version="v1",
+    base="/api/v1/",
+    schema=EVENT_CORE_V1,
+    to_wire=_to_core,
+    to_internal=convert.core_v1_to_internal,
+)
+
+__all__ = ["CORE_V1", "EVENTS_V1", "EventView"]

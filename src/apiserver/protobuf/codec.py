@@ -1,0 +1,532 @@
+"""Between the server's dicts (the JSON shape) and Kubernetes protobuf messages, as Go writes them.
+
+Messages come from the ``.proto`` files in ``apiserver/protobuf/generated`` (upstream package
+names and field numbers, compiled with protoc; the ``protobuf`` package's upb C backend does
+the wire work). What this module adds is the mapping Go's gogo-generated marshallers
+(``generated.pb.go`` of k8s.io/api and k8s.io/apimachinery) and JSON tags imply:
+
+- Field names are the JSON names (upstream's ``.proto`` files use them).
+- Non-pointer Go fields are always written, even empty (a string as ``<tag> 00``, an int as
+  ``<tag> 00``, an embedded struct as ``<tag> <len> ...``); pointer fields (see
+  :data:`POINTERS`) only when set. proto2 presence gives exactly that: every field this
+  module sets is written, every other one is not.
+- ``metav1.Time`` / ``MicroTime`` are RFC 3339 strings in JSON and ``{1 seconds, 2 nanos}``
+  messages on the wire: the zero time is an empty message, any other time writes both
+  fields (Time's nanos always 0, MicroTime's truncated to microseconds), as
+  k8s.io/apimachinery ``pkg/apis/meta/v1/time_proto.go`` and ``micro_time_proto.go`` do.
+  Reading, an empty message is the zero time and Time ignores nanos.
+- ``FieldsV1`` is the JSON text of the managed fields in its ``Raw`` bytes.
+- Maps are written sorted by key (``SerializeToString(deterministic=True)``), as gogo does.
+
+Reading gives the canonical dict shape of the server (``apiserver.api.events.convert``): zero
+values absent, pointer fields present exactly when set, and the fields named in
+:data:`KEPT_EMPTY` always present. Readers accept any field order and skip unknown fields
+(the protobuf runtime does).
+
+The ``k8s\\x00`` envelope (k8s.io/apimachinery ``pkg/runtime/serializer/protobuf/protobuf.go``)
+is a ``runtime.Unknown`` whose four fields are always written; :func:`wrap` writes it from
+precomputed type-meta bytes, since every object answer and stored value goes through it.
+"""
+
+from __future__ import annotations
+
+import calendar
+import functools
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any, TypeVar
+
+import orjson
+from google.protobuf import message_factory
+from google.protobuf.descriptor import FieldDescriptor
+from google.protobuf.message import DecodeError, Message
+
+from apiserver.protobuf.generated import (
+    authentication_pb2,
+    core_pb2,
+    events_pb2,
+    meta_pb2,
+    runtime_pb2,
+)
+
+PREFIX = b"k8s\x00"
+MEDIA_TYPE = "application/vnd.kubernetes.protobuf"
+
+_META = "k8s.io.apimachinery.pkg.apis.meta.v1."
+_CORE = "k8s.io.api.core.v1."
+_EVENTS = "k8s.io.api.events.v1."
+_AUTHN = "k8s.io.api.authentication.v1."
+
+#: Go pointer fields (``*T``, omitted when nil), by message; every other field is always written.
+POINTERS: dict[str, frozenset[str]] = {
+    _META + "ObjectMeta": frozenset({"deletionTimestamp", "deletionGracePeriodSeconds"}),
+    _META + "OwnerReference": frozenset({"controller", "blockOwnerDeletion"}),
+    _META + "ManagedFieldsEntry": frozenset({"time", "fieldsV1"}),
+    _META + "ListMeta": frozenset({"remainingItemCount"}),
+    _META + "Status": frozenset({"details"}),
+    _META + "Preconditions": frozenset({"uid", "resourceVersion"}),
+    _META + "DeleteOptions": frozenset(
+        {
+            "gracePeriodSeconds",
+            "preconditions",
+            "orphanDependents",
+            "propagationPolicy",
+            "ignoreStoreReadErrorWithClusterBreakingPotential",
+        }
+    ),
+    _CORE + "Event": frozenset({"series", "related"}),
+    _EVENTS + "Event": frozenset({"series", "related"}),
+    _AUTHN + "TokenRequestSpec": frozenset({"expirationSeconds", "boundObjectRef"}),
+}
+
+#: Fields read back as ``{}`` when empty: the internal Event's always-present structs.
+KEPT_EMPTY: dict[str, frozenset[str]] = {
+    _CORE + "Event": frozenset({"metadata", "involvedObject", "source"}),
+    _EVENTS + "Event": frozenset({"metadata"}),
+}
+
+_TIME = _META + "Time"
+_MICRO_TIME = _META + "MicroTime"
+_FIELDS_V1 = _META + "FieldsV1"
+
+M = TypeVar("M", bound=Message)
+
+
+class ProtoError(ValueError):
+    """Bytes that are not the expected protobuf; the text is the reference's."""
+
+
+# --- times ---------------------------------------------------------------------------------
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+@functools.lru_cache(maxsize=4096)
+def parse_wire_time(value: str) -> tuple[int, int]:
+    """``(seconds, nanos)`` of a canonical wire time (``2023-11-14T22:13:20Z`` or with six
+    fraction digits); events repeat the same few timestamps, so answers are kept."""
+    seconds = calendar.timegm(
+        (
+            int(value[0:4]),
+            int(value[5:7]),
+            int(value[8:10]),
+            int(value[11:13]),
+            int(value[14:16]),
+            int(value[17:19]),
+        )
+    )
+    nanos = int(value[20:26]) * 1000 if len(value) > 21 and value[19] == "." else 0
+    return seconds, nanos
+
+
+@functools.lru_cache(maxsize=4096)
+def format_wire_time(seconds: int, nanos: int, micro: bool) -> str:
+    """The wire string of ``time.Unix(seconds, nanos)`` (UTC; whole seconds for a Time)."""
+    when = _EPOCH + timedelta(seconds=seconds)
+    text = when.strftime("%Y-%m-%dT%H:%M:%S")
+    if len(text) < 19:  # years below 1000: Go pads to four digits
+        text = f"{when.year:04d}" + text[text.index("-") :]
+    if micro:
+        return f"{text}.{(nanos // 1000) % 1000000:06d}Z"
+    return text + "Z"
+
+
+# --- dict -> message -------------------------------------------------------------------------
+
+Filler = Callable[[Any, Mapping[str, Any]], None]
+Reader = Callable[[Any], dict[str, Any]]
+
+_SCALAR, _TIME_KIND, _MESSAGE, _REPEATED_MESSAGE, _REPEATED_SCALAR, _MAP, _FIELDS = range(7)
+
+
+#: A message descriptor (the upb backend's type differs from the pure-Python stub's).
+Descriptor = Any
+
+
+def _kind(field: FieldDescriptor) -> int:
+    if field.message_type is not None and field.message_type.GetOptions().map_entry:
+        return _MAP
+    if field.is_repeated:
+        return _REPEATED_MESSAGE if field.message_type is not None else _REPEATED_SCALAR
+    if field.message_type is None:
+        return _SCALAR
+    name = field.message_type.full_name
+    if name in (_TIME, _MICRO_TIME):
+        return _TIME_KIND
+    if name == _FIELDS_V1:
+        return _FIELDS
+    return _MESSAGE
+
+
+def _zero(field: FieldDescriptor) -> Any:
+    if field.type == FieldDescriptor.TYPE_STRING:
+        return ""
+    if field.type == FieldDescriptor.TYPE_BYTES:
+        return b""
+    if field.type == FieldDescriptor.TYPE_BOOL:
+        return False
+    return 0
+
+
+_FILLERS: dict[str, Filler] = {}
+_READERS: dict[str, Reader] = {}
+
+
+def filler(descriptor: Any) -> Filler:
+    """The function that sets a message of ``descriptor`` from a dict, Go's way."""
+    known = _FILLERS.get(descriptor.full_name)
+    if known is None:
+        known = _FILLERS[descriptor.full_name] = _Filler(descriptor).fill
+    return known
+
+
+def _zero_fill(msg: Any, descriptor: Any) -> None:
+    """Set every field Go always writes to its zero value (recursively for structs)."""
+    pointers = POINTERS.get(descriptor.full_name, frozenset())
+    for field in descriptor.fields:
+        if field.name in pointers:
+            continue
+        kind = _kind(field)
+        if kind == _SCALAR:
+            setattr(msg, field.name, _zero(field))
+        elif kind == _TIME_KIND:
+            getattr(msg, field.name).SetInParent()
+        elif kind == _MESSAGE:
+            sub = getattr(msg, field.name)
+            sub.SetInParent()
+            _zero_fill(sub, field.message_type)
+
+
+class _Filler:
+    """Sets a message from a dict: first a copy of the *template* (every always-written field
+    at its zero, built once), then only the dict's non-empty values. Events carry many empty
+    fields and the copy is one call into the C backend, so this is much cheaper than setting
+    every field from Python."""
+
+    def __init__(self, descriptor: Any) -> None:
+        self.template = message_factory.GetMessageClass(descriptor)()
+        _zero_fill(self.template, descriptor)
+        pointers = POINTERS.get(descriptor.full_name, frozenset())
+        self.handlers: dict[str, tuple[int, bool, Any]] = {}
+        for field in descriptor.fields:
+            kind = _kind(field)
+            extra: Any = None
+            if kind in (_MESSAGE, _REPEATED_MESSAGE):
+                filler(field.message_type)  # built (and kept) before this one is used
+                extra = _FILLER_OBJECTS[field.message_type.full_name]
+            self.handlers[field.name] = (kind, field.name in pointers, extra)
+        _FILLER_OBJECTS[descriptor.full_name] = self
+
+    def fill(self, msg: Any, value: Mapping[str, Any]) -> None:
+        msg.CopyFrom(self.template)
+        self.fields(msg, value)
+
+    def fields(self, msg: Any, value: Mapping[str, Any]) -> None:
+        """The non-empty values of ``value`` onto ``msg``, which already holds the template."""
+        handlers = self.handlers
+        for name, item in value.items():
+            entry = handlers.get(name)
+            if entry is None or item is None:
+                continue  # kind/apiVersion, or a JSON null: the template's zero stands
+            kind, pointer, extra = entry
+            if kind == _SCALAR:
+                if item or pointer:
+                    setattr(msg, name, item)
+            elif kind == _TIME_KIND:
+                if item:
+                    sub = getattr(msg, name)
+                    sub.seconds, sub.nanos = parse_wire_time(item)
+                elif pointer:
+                    getattr(msg, name).SetInParent()
+            elif kind == _MESSAGE:
+                sub = getattr(msg, name)
+                if pointer:
+                    sub.SetInParent()
+                    sub.CopyFrom(extra.template)
+                if item:
+                    extra.fields(sub, item)
+            elif kind == _REPEATED_MESSAGE:
+                if item:
+                    container = getattr(msg, name)
+                    template, fields = extra.template, extra.fields
+                    for element in item:
+                        added = container.add()
+                        added.CopyFrom(template)
+                        fields(added, element)
+            elif kind == _REPEATED_SCALAR:
+                if item:
+                    getattr(msg, name).extend(item)
+            elif kind == _MAP:
+                if item:
+                    getattr(msg, name).update(item)
+            else:  # FieldsV1 (a pointer): its JSON text
+                getattr(msg, name).Raw = orjson.dumps(item)
+
+
+_FILLER_OBJECTS: dict[str, _Filler] = {}
+
+
+def to_message(cls: type[M], value: Mapping[str, Any]) -> M:
+    """A new ``cls`` message holding ``value`` (a dict in the JSON shape)."""
+    msg = cls()
+    filler(cls.DESCRIPTOR)(msg, value)
+    return msg
+
+
+def encode(cls: type[Message], value: Mapping[str, Any]) -> bytes:
+    """``value`` as the bytes Go's marshaller writes for ``cls``."""
+    return to_message(cls, value).SerializeToString(deterministic=True)
+
+
+# --- message -> dict -------------------------------------------------------------------------
+
+
+def reader(descriptor: Any) -> Reader:
+    """The function that reads a message of ``descriptor`` into the canonical dict shape."""
+    known = _READERS.get(descriptor.full_name)
+    if known is None:
+        known = _READERS[descriptor.full_name] = _build_reader(descriptor)
+    return known
+
+
+def _build_reader(descriptor: Any) -> Reader:
+    pointers = POINTERS.get(descriptor.full_name, frozenset())
+    kept = KEPT_EMPTY.get(descriptor.full_name, frozenset())
+    plan: list[tuple[str, int, bool, bool, Any]] = []
+    for field in descriptor.fields:
+        kind = _kind(field)
+        extra: Any = None
+        if kind in (_MESSAGE, _REPEATED_MESSAGE):
+            extra = field.message_type
+        elif kind == _TIME_KIND:
+            extra = field.message_type.full_name == _MICRO_TIME
+        plan.append((field.name, kind, field.name in pointers, field.name in kept, extra))
+    subreaders: dict[str, Reader] = {}
+
+    def sub_reader(name: str, descriptor: Any) -> Reader:
+        read_sub = subreaders.get(name)
+        if read_sub is None:
+            read_sub = subreaders[name] = reader(descriptor)
+        return read_sub
+
+    def read(msg: Any) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for name, kind, pointer, keep, extra in plan:
+            if kind == _SCALAR:
+                if pointer:
+                    if msg.HasField(name):
+                        out[name] = getattr(msg, name)
+                else:
+                    item = getattr(msg, name)
+                    if item:
+                        out[name] = item
+            elif kind == _TIME_KIND:
+                # An absent or empty Time is the zero time (omitted); an unset pointer too.
+                if pointer and not msg.HasField(name):
+                    continue
+                sub = getattr(msg, name)
+                seconds, nanos = sub.seconds, sub.nanos
+                if seconds or nanos or sub.HasField("seconds") or sub.HasField("nanos"):
+                    out[name] = format_wire_time(seconds, nanos if extra else 0, extra)
+            elif kind == _MESSAGE:
+                if pointer and not msg.HasField(name):
+                    continue
+                item = sub_reader(name, extra)(getattr(msg, name))
+                if item or pointer or keep:
+                    out[name] = item
+            elif kind == _REPEATED_MESSAGE:
+                container = getattr(msg, name)
+                if container:
+                    read_sub = sub_reader(name, extra)
+                    out[name] = [read_sub(element) for element in container]
+            elif kind == _REPEATED_SCALAR:
+                container = getattr(msg, name)
+                if container:
+                    out[name] = list(container)
+            elif kind == _MAP:
+                container = getattr(msg, name)
+                if container:
+                    out[name] = {key: container[key] for key in sorted(container)}
+            elif msg.HasField(name):  # FieldsV1
+                raw = getattr(msg, name).Raw
+                out[name] = orjson.loads(raw) if raw else {}
+        return out
+
+    return read
+
+
+def from_message(msg: Message) -> dict[str, Any]:
+    """``msg`` in the canonical dict shape."""
+    return reader(msg.DESCRIPTOR)(msg)
+
+
+def parse(cls: type[M], data: bytes) -> M:
+    """``data`` as a ``cls`` message; malformed bytes are gogo's ``unexpected EOF``."""
+    msg = cls()
+    try:
+        msg.ParseFromString(data)
+    except DecodeError:
+        raise ProtoError("unexpected EOF") from None
+    return msg
+
+
+def decode(cls: type[Message], data: bytes) -> dict[str, Any]:
+    """The bytes of a ``cls`` message in the canonical dict shape."""
+    return from_message(parse(cls, data))
+
+
+# --- the envelope -----------------------------------------------------------------------------
+
+
+def varint(value: int) -> bytes:
+    out = bytearray()
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def length_delimited(tag: int, data: bytes) -> bytes:
+    """A length-delimited field (``tag`` is the key byte, e.g. ``0x12`` for field 2)."""
+    return bytes((tag,)) + varint(len(data)) + data
+
+
+@functools.lru_cache(maxsize=64)
+def envelope_head(api_version: str, kind: str) -> bytes:
+    """The magic and the ``typeMeta`` field of an envelope: the same for every object of a
+    kind, so built once."""
+    type_meta = runtime_pb2.TypeMeta(apiVersion=api_version, kind=kind).SerializeToString()
+    return PREFIX + length_delimited(0x0A, type_meta)
+
+
+#: contentEncoding "" and contentType "": every envelope ends with them.
+ENVELOPE_TAIL = b"\x1a\x00\x22\x00"
+
+
+def wrap(api_version: str, kind: str, raw: bytes) -> bytes:
+    """``raw`` (an object's message) in the ``k8s\\x00`` envelope, as Go writes it."""
+    return b"".join(
+        (envelope_head(api_version, kind), b"\x12", varint(len(raw)), raw, ENVELOPE_TAIL)
+    )
+
+
+def unwrap(data: bytes) -> tuple[str, str, bytes]:
+    """``(apiVersion, kind, raw)`` of an envelope; errors worded as the reference's protobuf
+    serializer words them."""
+    if not data:
+        raise ProtoError("empty data")
+    if len(data) < len(PREFIX):
+        raise ProtoError("data too short")
+    if data[: len(PREFIX)] != PREFIX:
+        raise ProtoError(
+            "provided data does not appear to be a protobuf message, expected prefix [107 56 115 0]"
+        )
+    if len(data) == len(PREFIX):
+        raise ProtoError("empty body")
+    unknown = parse(runtime_pb2.Unknown, data[len(PREFIX) :])
+    return unknown.typeMeta.apiVersion, unknown.typeMeta.kind, unknown.raw
+
+
+def is_protobuf(data: bytes) -> bool:
+    """Whether stored or sent bytes are a protobuf envelope (recognised by content, as the
+    universal deserializer does)."""
+    return data[:4] == PREFIX
+
+
+# --- the messages, by API -------------------------------------------------------------------
+
+#: The message of each stored or served kind, by (apiVersion, kind).
+MESSAGES: dict[tuple[str, str], type[Message]] = {
+    ("v1", "Event"): core_pb2.Event,
+    ("v1", "EventList"): core_pb2.EventList,
+    ("events.k8s.io/v1", "Event"): events_pb2.Event,
+    ("events.k8s.io/v1", "EventList"): events_pb2.EventList,
+    ("v1", "Status"): meta_pb2.Status,
+    ("meta.k8s.io/v1", "PartialObjectMetadata"): meta_pb2.PartialObjectMetadata,
+    ("meta.k8s.io/v1", "PartialObjectMetadataList"): meta_pb2.PartialObjectMetadataList,
+    ("meta.k8s.io/v1beta1", "PartialObjectMetadata"): meta_pb2.PartialObjectMetadata,
+    ("meta.k8s.io/v1beta1", "PartialObjectMetadataList"): meta_pb2.PartialObjectMetadataList,
+    ("authentication.k8s.io/v1", "TokenRequest"): authentication_pb2.TokenRequest,
+}
+
+
+def message_for(api_version: str, kind: str) -> type[Message] | None:
+    """The message class of ``kind`` in ``api_version``, or None."""
+    return MESSAGES.get((api_version, kind))
+
+
+def encode_object(obj: Mapping[str, Any]) -> bytes:
+    """A whole object (its ``kind`` and ``apiVersion`` pick the message) in the envelope:
+    a response body as kube-apiserver's protobuf serializer writes it."""
+    api_version, kind = obj.get("apiVersion") or "", obj.get("kind") or ""
+    message = MESSAGES.get((api_version, kind))
+    if message is None:
+        raise ProtoError(f"no protobuf message for {api_version} {kind}")
+    return wrap(api_version, kind, encode(message, obj))
+
+
+def watch_frame(event_type: str, envelope: bytes) -> bytes:
+    """One frame of a protobuf watch (k8s.io/apimachinery ``pkg/util/framer/framer.go``,
+    ``pkg/apiserver/endpoints/handlers/watch.go``): a 4-byte big-endian length, then a bare
+    ``WatchEvent`` (no envelope of its own) whose ``object.raw`` is the object's envelope."""
+    payload = length_delimited(0x0A, event_type.encode()) + length_delimited(
+        0x12, length_delimited(0x0A, envelope)
+    )
+    return len(payload).to_bytes(4, "big") + payload
+
+
+def read_watch_frames(data: bytes) -> list[tuple[str, bytes]]:
+    """``(type, object envelope)`` of every whole frame in ``data`` (tests, tools)."""
+    out: list[tuple[str, bytes]] = []
+    at = 0
+    while at + 4 <= len(data):
+        size = int.from_bytes(data[at : at + 4], "big")
+        if at + 4 + size > len(data):
+            break
+        event = parse(meta_pb2.WatchEvent, data[at + 4 : at + 4 + size])
+        out.append((event.type, event.object.raw))
+        at += 4 + size
+    return out
+
+
+CoreEvent = core_pb2.Event
+CoreEventList = core_pb2.EventList
+EventsEvent = events_pb2.Event
+EventsEventList = events_pb2.EventList
+ListMeta = meta_pb2.ListMeta
+Status = meta_pb2.Status
+WatchEvent = meta_pb2.WatchEvent
+DeleteOptions = meta_pb2.DeleteOptions
+TokenRequest = authentication_pb2.TokenRequest
+
+__all__ = [
+    "ENVELOPE_TAIL",
+    "MEDIA_TYPE",
+    "PREFIX",
+    "CoreEvent",
+    "CoreEventList",
+    "DeleteOptions",
+    "EventsEvent",
+    "EventsEventList",
+    "ListMeta",
+    "ProtoError",
+    "Status",
+    "TokenRequest",
+    "WatchEvent",
+    "decode",
+    "encode",
+    "encode_object",
+    "envelope_head",
+    "from_message",
+    "is_protobuf",
+    "length_delimited",
+    "message_for",
+    "parse",
+    "read_watch_frames",
+    "to_message",
+    "unwrap",
+    "varint",
+    "watch_frame",
+    "wrap",
+]
