@@ -82,6 +82,7 @@ from apiserver.healthz import (
     render_single,
 )
 from apiserver.http.app import RequestInfo, Router, ServingPolicy
+from apiserver.flowcontrol.build import build_flow_control
 from apiserver.http.chain import build_handler_chain
 from apiserver.http.h2 import configure_http2
 from apiserver.http.info_routes import index_handler, version_handler
@@ -287,6 +288,9 @@ class Server:
         audit_stage = self.audit.stage if self.audit is not None else None
         if audit_stage is not None:
             auth_stages.authentication.on_failure = audit_stage.authentication_failed
+        self.flow_control = build_flow_control(
+            config, clock, self.metrics, self.router, lambda r: self._object_count(r)
+        )
         self.app = build_handler_chain(
             self.router,
             clock,
@@ -295,6 +299,7 @@ class Server:
             metrics=self.metrics,
             auth=auth_stages,
             audit=audit_stage,
+            flow_control=self.flow_control.stage,
         )
         self.root.add(PartsService("auth-reload", auth_stages.background))
         self.router.add("/metrics", self.metrics.handler(profiling=bool(config.profiling)))
@@ -432,6 +437,10 @@ class Server:
             lifecycle=self.lifecycle,
         )
         self.router.add_prefix(BASE, self.events_api.handle)
+
+    def _object_count(self, resource: str) -> int | None:
+        """The stored object count of ``resource`` for priority and fairness's list estimate."""
+        return self.storage_metrics.last_count if resource == "events" else None
 
     def _server_address(self) -> str:
         host = self.config.advertise_address or default_host(self.config.bind_address)

@@ -179,6 +179,7 @@ FLAGS: tuple[Flag, ...] = (
         200,
         "Limit on mutating requests in flight. With priority and fairness it is added to "
         "--max-requests-inflight to give the total concurrency; otherwise 0 means no limit.",
+        implemented=True,
     ),
     _gen(
         "max-requests-inflight",
@@ -187,6 +188,7 @@ FLAGS: tuple[Flag, ...] = (
         "Limit on non-mutating requests in flight. With priority and fairness it is added to "
         "--max-mutating-requests-inflight to give the total concurrency; otherwise 0 means no "
         "limit.",
+        implemented=True,
     ),
     _gen(
         "min-compatibility-version",
@@ -765,6 +767,7 @@ FLAGS: tuple[Flag, ...] = (
         "bool",
         True,
         "Queue requests by priority and fairness instead of the plain max-in-flight limits.",
+        implemented=True,
     ),
     _feat(
         "profiling",
