@@ -65,11 +65,15 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from apiserver.api.events.rest import BASE, GR, EventsAPI
+from apiserver.api.flowcontrol import FlowControlAPI, discovery_group
+from apiserver.api.flowcontrol.rest import BASE as FLOWCONTROL_BASE
 from apiserver.api.tokenrequest import install_token_request
 from apiserver.audit.build import build_audit
 from apiserver.auth import build_auth
 from apiserver.auth.authn import install_authn_routes
 from apiserver.discovery import install_discovery, runtime_config_enables_events
+from apiserver.discovery.documents import ExtraGroup
+from apiserver.flowcontrol.build import build_flow_control
 from apiserver.healthz import (
     HealthRegistry,
     LogCheck,
@@ -82,7 +86,6 @@ from apiserver.healthz import (
     render_single,
 )
 from apiserver.http.app import RequestInfo, Router, ServingPolicy
-from apiserver.flowcontrol.build import build_flow_control
 from apiserver.http.chain import build_handler_chain
 from apiserver.http.h2 import configure_http2
 from apiserver.http.info_routes import index_handler, version_handler
@@ -405,11 +408,24 @@ class Server:
         (unless ``--runtime-config`` turns it off) the Event API."""
         config = self.config
         self.token_request = install_token_request(self.router, config, self.store, self.reactor)
+        apf = self.flow_control.apf
+        extra_groups = []
+        if apf is not None:
+            # flowcontrol.apiserver.k8s.io/v1, read-only, from the bootstrap configuration.
+            flowcontrol_api = FlowControlAPI(
+                self.reactor,
+                apf.flow_schema_objects,
+                apf.priority_level_objects,
+                min_request_timeout=float(config.min_request_timeout),
+            )
+            self.router.add_prefix(FLOWCONTROL_BASE, flowcontrol_api.handle)
+            extra_groups.append(ExtraGroup(*discovery_group()))
         install_discovery(
             self.router,
             groups_enabled={"events.k8s.io/v1": self.events_enabled},
             server_address=self._server_address,
             token_request=self.token_request,
+            extra_groups=extra_groups,
         )
         install_authn_routes(self.router, config)
         install_openapi(

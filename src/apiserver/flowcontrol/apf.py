@@ -61,7 +61,7 @@ class Histogram:
     """A Prometheus histogram kept as plain counts (observed on the request path without a
     lock or a label look-up; exported by :mod:`apiserver.flowcontrol.metrics`)."""
 
-    __slots__ = ("counts", "total", "count")
+    __slots__ = ("count", "counts", "total")
 
     def __init__(self) -> None:
         self.counts = [0] * (len(BUCKETS) + 1)
@@ -77,7 +77,7 @@ class Histogram:
 class SchemaStats:
     """What the metrics report per (FlowSchema, its priority level)."""
 
-    __slots__ = ("dispatched", "executing", "waiting", "rejected", "wait", "rejected_wait", "run")
+    __slots__ = ("dispatched", "executing", "rejected", "rejected_wait", "run", "wait", "waiting")
 
     def __init__(self) -> None:
         self.dispatched = 0
@@ -280,7 +280,11 @@ class PriorityAndFairness:
         else:
             distinguisher = ""
         outcome = queues.enqueue(
-            seats, flow_hash(schema.name, distinguisher), self.wait_limit, schema.name, distinguisher
+            seats,
+            flow_hash(schema.name, distinguisher),
+            self.wait_limit,
+            schema.name,
+            distinguisher,
         )
         if isinstance(outcome, str):
             return self._reject(level, stats, outcome)

@@ -183,9 +183,7 @@ FLOW_SCHEMAS: tuple[tuple[str, dict[str, Any]], ...] = (
     ),
     (
         "service-accounts",
-        _schema(
-            "workload-low", 9000, "ByUser", _everything([_group("system:serviceaccounts")])
-        ),
+        _schema("workload-low", 9000, "ByUser", _everything([_group("system:serviceaccounts")])),
     ),
     ("global-default", _schema("global-default", 9900, "ByUser", _everything(list(_EVERYONE)))),
 )
@@ -227,7 +225,8 @@ def flow_schema_objects(created: str, new_uid: Callable[[], str]) -> list[dict[s
             "status": "False",
             "lastTransitionTime": created,
             "reason": "Found",
-            "message": f'This FlowSchema references the PriorityLevelConfiguration object named "{level}" and it exists',
+            "message": "This FlowSchema references the PriorityLevelConfiguration object "
+            f'named "{level}" and it exists',
         }
         objects.append(
             {

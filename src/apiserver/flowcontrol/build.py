@@ -8,7 +8,7 @@ kube-apiserver (k8s.io/apiserver/pkg/server/config.go, ``DefaultBuildHandlerChai
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
 import attrs
@@ -53,7 +53,7 @@ def build_flow_control(
     if not config.enable_priority_and_fairness:
         limit = MaxInFlight(read_only, mutating, metrics)
         return FlowControl(limit if limit.active else None, max_in_flight=limit)
-    created = datetime.fromtimestamp(clock.seconds(), timezone.utc)
+    created = datetime.fromtimestamp(clock.seconds(), UTC)
     apf = PriorityAndFairness(
         clock,
         total_concurrency=read_only + mutating,

@@ -72,7 +72,18 @@ def dump_priority_levels(apf: PriorityAndFairness) -> bytes:
         level = apf.levels[name]
         qs = level.queues
         if qs is None:
-            row = (name, "0", "true", "false", "0", "0", str(level.exempt_dispatched), "0", "0", "0")
+            row = (
+                name,
+                "0",
+                "true",
+                "false",
+                "0",
+                "0",
+                str(level.exempt_dispatched),
+                "0",
+                "0",
+                "0",
+            )
         else:
             row = (
                 name,

@@ -92,7 +92,9 @@ class FlowControlCollector:
                         [schema.name, level, execute], _buckets(histogram), histogram.total
                     )
             if stats.run.count:
-                run.add_metric([level, schema.name, "regular"], _buckets(stats.run), stats.run.total)
+                run.add_metric(
+                    [level, schema.name, "regular"], _buckets(stats.run), stats.run.total
+                )
         families += [dispatched, rejected, inqueue, executing, wait, run]
         nominal = GaugeMetricFamily(
             PREFIX + "nominal_limit_seats",

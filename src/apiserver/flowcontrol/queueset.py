@@ -70,15 +70,15 @@ class Waiting:
     """A request in a queue (and, once dispatched from one, executing)."""
 
     __slots__ = (
-        "seats",
-        "queue",
-        "deferred",
         "arrived",
+        "deferred",
+        "details",
+        "distinguisher",
+        "queue",
+        "schema",
+        "seats",
         "started",
         "timer",
-        "schema",
-        "distinguisher",
-        "details",
     )
 
     def __init__(
@@ -97,7 +97,7 @@ class Waiting:
 
 
 class Queue:
-    __slots__ = ("index", "waiting", "seats_waiting", "executing", "seats_in_use", "virtual_start")
+    __slots__ = ("executing", "index", "seats_in_use", "seats_waiting", "virtual_start", "waiting")
 
     def __init__(self, index: int) -> None:
         self.index = index

@@ -12,7 +12,7 @@ MAX_RETRY_AFTER = 32
 
 
 class DroppedRequests:
-    __slots__ = ("retry_after", "_history", "_updated")
+    __slots__ = ("_history", "_updated", "retry_after")
 
     def __init__(self) -> None:
         self.retry_after = 1
