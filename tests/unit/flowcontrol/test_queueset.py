@@ -126,12 +126,20 @@ def test_fairness_between_a_flooding_flow_and_a_quiet_one() -> None:
     assert deal(a_hash, 16, 1) != deal(b_hash, 16, 1)
     order: list[str] = []
     running: list[Waiting] = []
+
+    def submit(flow: str, hash_value: int) -> None:
+        w = queued(qs.enqueue(1, hash_value, 0, "fs", flow))
+
+        def started(ok: bool) -> None:
+            order.append(flow)
+            running.append(w)
+
+        w.deferred.addCallback(started)
+
     for _ in range(20):
-        w = queued(qs.enqueue(1, a_hash, 0, "fs", "flooder"))
-        w.deferred.addCallback(lambda ok, w=w: (order.append("A"), running.append(w)))
+        submit("A", a_hash)
     for _ in range(2):
-        w = queued(qs.enqueue(1, b_hash, 0, "fs", "quiet"))
-        w.deferred.addCallback(lambda ok, w=w: (order.append("B"), running.append(w)))
+        submit("B", b_hash)
     qs.release(1)
     while running:
         qs.finish(running.pop(0))
