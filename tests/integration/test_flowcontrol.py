@@ -68,7 +68,7 @@ def test_max_in_flight_429s_with_priority_and_fairness_off(
     codes = [status for status, _, _ in results]
     assert set(codes) <= {201, 429}
     assert 429 in codes and 201 in codes
-    status, headers, body = next(r for r in results if r[0] == 429)
+    _, headers, body = next(r for r in results if r[0] == 429)
     assert body == BODY_429
     assert headers["retry-after"] == "1"
     assert headers["content-type"] == "text/plain; charset=utf-8"
@@ -108,7 +108,7 @@ def test_fairness_under_a_flood(start_daemon: Callable[..., Daemon], tmp_path: P
         quiet_codes = []
         livez_times = []
         for i in range(5):
-            status, headers, _ = call(daemon, "POST", EVENTS, "tok-quiet", event_body(f"q{i}"))
+            status, _, _ = call(daemon, "POST", EVENTS, "tok-quiet", event_body(f"q{i}"))
             quiet_codes.append(status)
             started = time.monotonic()
             assert call(daemon, "GET", "/livez", "tok-quiet")[0] == 200
