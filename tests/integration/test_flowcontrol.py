@@ -186,3 +186,29 @@ def test_pf_headers_kubectl_and_dumps(start_daemon: Callable[..., Daemon], tmp_p
     assert b'apiserver_flowcontrol_current_limit_seats{priority_level="global-default"} 49.0' in (
         metrics
     )
+
+
+def test_http2_requests_release_their_seats(
+    start_daemon: Callable[..., Daemon], tmp_path: Path
+) -> None:
+    """Over HTTP/2 (curl, one connection, 20 streams in parallel) every request carries the
+    PF headers and gives its seat back when its stream ends."""
+    daemon = start_daemon([f"--token-auth-file={tokens_file(tmp_path)}"])
+    url = daemon.url + EVENTS
+    out = subprocess.run(
+        [
+            "curl", "-sS", "--http2", "--parallel", "--parallel-max", "20",
+            "--cacert", str(daemon.cert_dir / "apiserver.crt"),
+            "-H", "Authorization: Bearer tok-quiet", "-D", "-", "-o", "/dev/null",
+            *([url] * 20),
+        ],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.count("HTTP/2 200") == 20
+    assert out.stdout.lower().count("x-kubernetes-pf-prioritylevel-uid") == 20
+    _, _, dump = daemon.get("/debug/api_priority_and_fairness/dump_priority_levels")
+    row = next(line for line in dump.decode().splitlines() if line.startswith("global-default"))
+    cells = [cell.strip() for cell in row.split(",")]
+    assert cells[5] == "0"  # ExecutingRequests
+    assert int(cells[6]) >= 20  # DispatchedRequests

@@ -191,6 +191,9 @@ class PriorityAndFairness:
             s.name: SchemaStats() for s in self.classifier.schemas
         }
         self._schema_level = {s.name: s.level for s in self.classifier.schemas}
+        for schema in self.classifier.schemas:
+            schema.level_state = self.levels[schema.level]
+            schema.stats = self.stats[schema.name]
         wait = request_timeout / 4 if request_timeout > 0 else 15.0
         self.wait_limit = min(wait, MAX_WAIT)
         self.object_count = object_count
@@ -222,11 +225,11 @@ class PriorityAndFairness:
         )
         if schema is None:
             return None
-        level = self.levels[schema.level]
+        level: PriorityLevel = schema.level_state
         headers = request.responseHeaders
         headers.setRawHeaders(FLOW_SCHEMA_HEADER, [schema.uid])
         headers.setRawHeaders(PRIORITY_LEVEL_HEADER, [level.uid])
-        stats = self.stats[schema.name]
+        stats: SchemaStats = schema.stats
         queues = level.queues
         if queues is None:  # exempt: never queued
             level.exempt_dispatched += 1

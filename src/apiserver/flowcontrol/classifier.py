@@ -107,20 +107,15 @@ class FlowSchema:
     #: ``ByUser``, ``ByNamespace`` or None (every request of the schema is one flow).
     distinguisher: str | None
     rules: tuple[PolicyRules, ...]
+    #: Set by :class:`apiserver.flowcontrol.apf.PriorityAndFairness`: the priority level's
+    #: state and this schema's counters, so the request path needs no look-up by name.
+    level_state: Any = None
+    stats: Any = None
 
-    def matches_request(
-        self, resource_request: bool, verb: str, group: str, resource: str, ns: str, path: str
-    ) -> PolicyRules | None:
-        for rules in self.rules:
-            if resource_request:
-                for rule in rules.resource_rules:
-                    if rule.matches(verb, group, resource, ns):
-                        return rules
-            else:
-                for nrule in rules.non_resource_rules:
-                    if nrule.matches(verb, path):
-                        return rules
-        return None
+
+#: A schema with one of its rules whose subjects matched: (schema, resource rules,
+#: non-resource rules).
+Candidate = tuple[FlowSchema, tuple[ResourceRule, ...], tuple[NonResourceRule, ...]]
 
 
 def _compile_rules(raw: Mapping[str, Any]) -> PolicyRules:
@@ -183,18 +178,20 @@ class Classifier:
         self.schemas: tuple[FlowSchema, ...] = tuple(
             sorted(schemas, key=lambda s: (s.precedence, s.name))
         )
-        self._by_user: dict[tuple[str, tuple[str, ...]], tuple[FlowSchema, ...]] = {}
+        self._by_user: dict[tuple[str, tuple[str, ...]], tuple[Candidate, ...]] = {}
         self.catch_all = next((s for s in self.schemas if s.name == "catch-all"), None)
 
-    def candidates(self, name: str, groups: tuple[str, ...]) -> tuple[FlowSchema, ...]:
-        """The schemas (in precedence order) with a rule whose subjects match this user."""
+    def candidates(self, name: str, groups: tuple[str, ...]) -> tuple[Candidate, ...]:
+        """The (schema, rules) pairs, in precedence order, whose subjects match this user:
+        what is left to test per request is the rules' verbs, resources and paths."""
         key = (name, groups)
         found = self._by_user.get(key)
         if found is None:
             found = tuple(
-                schema
+                (schema, rules.resource_rules, rules.non_resource_rules)
                 for schema in self.schemas
-                if any(rules.matches_user(name, groups) for rules in schema.rules)
+                for rules in schema.rules
+                if rules.matches_user(name, groups)
             )
             if len(self._by_user) >= USER_CACHE_SIZE:
                 self._by_user.clear()
@@ -214,16 +211,17 @@ class Classifier:
     ) -> FlowSchema | None:
         """The first schema whose subjects match the user and whose rules match the request
         (rule.go: a schema's rule must match both with the same ``PolicyRulesWithSubjects``)."""
-        for schema in self.candidates(name, groups):
-            for rules in schema.rules:
-                if not rules.matches_user(name, groups):
-                    continue
-                if resource_request:
-                    for rule in rules.resource_rules:
-                        if rule.matches(verb, group, resource, namespace):
-                            return schema
-                else:
-                    for nrule in rules.non_resource_rules:
-                        if nrule.matches(verb, path):
-                            return schema
+        found = self._by_user.get((name, groups))
+        if found is None:
+            found = self.candidates(name, groups)
+        if resource_request:
+            for schema, resource_rules, _ in found:
+                for rule in resource_rules:
+                    if rule.matches(verb, group, resource, namespace):
+                        return schema
+        else:
+            for schema, _, non_resource_rules in found:
+                for nrule in non_resource_rules:
+                    if nrule.matches(verb, path):
+                        return schema
         return self.catch_all

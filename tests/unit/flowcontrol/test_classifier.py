@@ -81,4 +81,4 @@ def test_probe_prefix_rule_follows_rule_go() -> None:
 def test_candidates_are_remembered_per_user() -> None:
     first = CLASSIFIER.candidates("carol", (AUTH,))
     assert CLASSIFIER.candidates("carol", (AUTH,)) is first
-    assert [s.name for s in first] == ["probes", "global-default", "catch-all"]
+    assert [c[0].name for c in first] == ["probes", "global-default", "catch-all"]
