@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 from twisted.internet.defer import Deferred
@@ -55,6 +55,13 @@ def too_many_requests(retry_after: int) -> Response:
         ),
         TOO_MANY_BODY,
     )
+
+
+class Terminations(Protocol):
+    """Where a refused request is counted (``apiserver_request_terminations_total``, as
+    ``RecordRequestTermination`` in both filters; apiserver.metrics.Metrics implements it)."""
+
+    def request_terminated(self, info: RequestInfo, code: int) -> None: ...
 
 
 class Histogram:
@@ -177,6 +184,7 @@ class PriorityAndFairness:
         new_uid: Callable[[], str],
         created: str,
         object_count: Callable[[str], int | None] = lambda _: None,
+        terminations: Terminations | None = None,
     ) -> None:
         self.clock = clock
         self.total_concurrency = total_concurrency
@@ -197,6 +205,7 @@ class PriorityAndFairness:
         wait = request_timeout / 4 if request_timeout > 0 else 15.0
         self.wait_limit = min(wait, MAX_WAIT)
         self.object_count = object_count
+        self.terminations = terminations
         for level in self.levels.values():
             if level.queues is not None:
                 level.queues.on_reject = self._queued_rejected
@@ -290,7 +299,7 @@ class PriorityAndFairness:
             distinguisher,
         )
         if isinstance(outcome, str):
-            return self._reject(level, stats, outcome)
+            return self._reject(level, stats, outcome, info)
         waiting: Waiting = outcome
         if resolved is not None:
             waiting.details = (
@@ -319,6 +328,8 @@ class PriorityAndFairness:
                 self._started(waiting, stats, info)
                 answer.callback(None)
             else:
+                if self.terminations is not None:
+                    self.terminations.request_terminated(info, 429)
                 answer.callback(too_many_requests(level.dropped.retry_after))
 
         waiting.deferred.addCallback(decided)
@@ -362,6 +373,10 @@ class PriorityAndFairness:
         if reason != "cancelled":
             self.levels[self._schema_level[waiting.schema]].dropped.record(self.clock.seconds())
 
-    def _reject(self, level: PriorityLevel, stats: SchemaStats, reason: str) -> Response:
+    def _reject(
+        self, level: PriorityLevel, stats: SchemaStats, reason: str, info: RequestInfo
+    ) -> Response:
         stats.rejected[reason] = stats.rejected.get(reason, 0) + 1
+        if self.terminations is not None:
+            self.terminations.request_terminated(info, 429)
         return too_many_requests(level.dropped.record(self.clock.seconds()))

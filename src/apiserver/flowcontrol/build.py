@@ -15,9 +15,9 @@ import attrs
 from twisted.internet.interfaces import IReactorTime
 
 from apiserver.apimachinery.uid import new_uuid
-from apiserver.flowcontrol.apf import PriorityAndFairness
+from apiserver.flowcontrol.apf import PriorityAndFairness, Terminations
 from apiserver.flowcontrol.debug import install_debug
-from apiserver.flowcontrol.maxinflight import MaxInFlight, Terminations
+from apiserver.flowcontrol.maxinflight import MaxInFlight
 from apiserver.flowcontrol.metrics import FlowControlCollector
 from apiserver.http.app import Filter, Router
 
@@ -61,6 +61,7 @@ def build_flow_control(
         new_uid=new_uuid,
         created=created.strftime("%Y-%m-%dT%H:%M:%SZ"),
         object_count=object_count,
+        terminations=metrics,
     )
     install_debug(router, apf)
     if metrics is not None:

@@ -10,9 +10,9 @@ Every other path is limited too, ``/livez`` and ``/readyz`` included, as in kube
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
-from apiserver.flowcontrol.apf import too_many_requests
+from apiserver.flowcontrol.apf import Terminations, too_many_requests
 from apiserver.http.app import RequestInfo, Verdict
 
 if TYPE_CHECKING:
@@ -21,13 +21,6 @@ if TYPE_CHECKING:
 READ_ONLY_VERBS = frozenset(("get", "list", "watch"))
 PRIVILEGED_GROUP = "system:masters"
 REJECTED = too_many_requests(1)
-
-
-class Terminations(Protocol):
-    """Where a refused request is counted (``apiserver_request_terminations_total``;
-    apiserver.metrics.Metrics implements it)."""
-
-    def request_terminated(self, info: RequestInfo, code: int) -> None: ...
 
 
 class MaxInFlight:

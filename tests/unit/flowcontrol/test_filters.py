@@ -38,7 +38,17 @@ def request_for(
     return FakeRequest(method.encode(), uri.encode()), info
 
 
-def make_apf(clock: Clock, total: int = 4, timeout: float = 60.0) -> PriorityAndFairness:
+class Terminated:
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, int]] = []
+
+    def request_terminated(self, info: RequestInfo, code: int) -> None:
+        self.seen.append((info.path, code))
+
+
+def make_apf(
+    clock: Clock, total: int = 4, timeout: float = 60.0, terminations: Terminated | None = None
+) -> PriorityAndFairness:
     ids = itertools.count()
     return PriorityAndFairness(
         clock,
@@ -47,6 +57,7 @@ def make_apf(clock: Clock, total: int = 4, timeout: float = 60.0) -> PriorityAnd
         new_uid=lambda: f"uid-{next(ids)}",
         created="2026-01-01T00:00:00Z",
         object_count=lambda resource: 1000 if resource == "events" else None,
+        terminations=terminations,
     )
 
 
@@ -178,12 +189,15 @@ def test_client_gone_while_queued_frees_its_place() -> None:
 
 
 def test_catch_all_rejects_without_queuing() -> None:
-    apf = make_apf(Clock(), total=2)  # catch-all: 1 seat, Reject
+    terminated = Terminated()
+    apf = make_apf(Clock(), total=2, terminations=terminated)  # catch-all: 1 seat, Reject
     one, info = request_for("GET", "/version", "nobody", ())
     assert apf(one, info) is None
     two, info = request_for("GET", "/version", "nobody", ())
     verdict = apf(two, info)
     assert isinstance(verdict, Response) and verdict.code == 429
+    assert terminated.seen == [("/version", 429)]
+    assert apf.stats["catch-all"].rejected == {"concurrency-limit": 1}
 
 
 def test_watch_takes_no_seat_after_dispatch() -> None:
