@@ -16,6 +16,7 @@ from apiserver.flowcontrol.queueset import Waiting
 from apiserver.http.app import RequestInfo, Router
 from apiserver.http.request import HTTPRequest
 from apiserver.http.response import Response
+from apiserver.http.status import not_found_text
 
 SEP = ",\t"
 PREFIX = "/debug/api_priority_and_fairness/"
@@ -195,22 +196,21 @@ def dump_requests(apf: PriorityAndFairness, details: bool) -> bytes:
 
 
 def install_debug(router: Router, apf: PriorityAndFairness) -> None:
-    """Register the three dumps on ``router``."""
+    """Register the three dumps on ``router``, unlisted in ``/`` as kube installs them
+    (``UnlistedHandleFunc``): one prefix route, anything else under it 404."""
 
     def text(body: bytes) -> Response:
         return Response(200, (("Content-Type", "text/plain; charset=utf-8"),), body)
 
-    def levels(request: HTTPRequest, info: RequestInfo) -> Response:
-        return text(dump_priority_levels(apf))
+    def handle(request: HTTPRequest, info: RequestInfo) -> Response:
+        name = info.path[len(PREFIX) :]
+        if name == "dump_priority_levels":
+            return text(dump_priority_levels(apf))
+        if name == "dump_queues":
+            return text(dump_queues(apf))
+        if name == "dump_requests":
+            values = info.query.get(b"includeRequestDetails")
+            return text(dump_requests(apf, bool(values and values[0])))
+        return not_found_text()
 
-    def queues(request: HTTPRequest, info: RequestInfo) -> Response:
-        return text(dump_queues(apf))
-
-    def requests(request: HTTPRequest, info: RequestInfo) -> Response:
-        values = info.query.get(b"includeRequestDetails")
-        return text(dump_requests(apf, bool(values and values[0])))
-
-    add = router.add
-    add(PREFIX + "dump_priority_levels", levels)
-    add(PREFIX + "dump_queues", queues)
-    add(PREFIX + "dump_requests", requests)
+    router.add_prefix(PREFIX, handle)
