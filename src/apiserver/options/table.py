@@ -766,7 +766,9 @@ FLAGS: tuple[Flag, ...] = (
         "enable-priority-and-fairness",
         "bool",
         True,
-        "Queue requests by priority and fairness instead of the plain max-in-flight limits.",
+        "Queue requests by priority and fairness instead of the plain max-in-flight limits. "
+        "The configuration is kube-apiserver's bootstrap one; its "
+        "flowcontrol.apiserver.k8s.io/v1 objects are served read-only.",
         implemented=True,
     ),
     _feat(
