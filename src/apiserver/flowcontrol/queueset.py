@@ -133,6 +133,7 @@ class QueueSet:
         self.timed_out = 0
         self.cancelled = 0
         self._hands: dict[int, list[int]] = {}
+        self._dispatching = False
         #: Called with the reason when a queued request is refused (metrics).
         self.on_reject: Callable[[Waiting, str], None] | None = None
 
@@ -240,6 +241,18 @@ class QueueSet:
         return True
 
     def _dispatch_as_much_as_possible(self) -> None:
+        # A dispatched request's handler runs inside ``deferred.callback`` and may finish
+        # (and free its seats) before it returns: that nested call leaves the dispatching to
+        # this loop, so a long queue of quick requests does not nest one call per request.
+        if self._dispatching:
+            return
+        self._dispatching = True
+        try:
+            self._dispatch_loop()
+        finally:
+            self._dispatching = False
+
+    def _dispatch_loop(self) -> None:
         while self.waiting:
             queue = self._next_queue()
             if queue is None:

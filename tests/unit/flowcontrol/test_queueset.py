@@ -162,3 +162,25 @@ def test_seat_accounting_with_wide_requests() -> None:
     qs.finish(wide)
     qs.finish(narrow)
     assert qs.seats_in_use == 0 and qs.executing == 0
+
+
+def test_requests_finishing_during_dispatch_do_not_nest() -> None:
+    """2,000 queued requests that each finish as soon as they are dispatched (a synchronous
+    handler) are served by one loop, not one nested call each (no RecursionError)."""
+    qs = QueueSet(Clock(), 1, 64, 6, 50)
+    assert qs.try_acquire(1)
+    served = []
+    for i in range(2000):
+        outcome = qs.enqueue(1, flow_hash("fs", f"u{i % 40}"), 0, "fs", f"u{i % 40}")
+        if isinstance(outcome, str):
+            continue
+        w = outcome
+
+        def run(ok: bool, w: Waiting = w) -> None:
+            served.append(w)
+            qs.finish(w)
+
+        w.deferred.addCallback(run)
+    qs.release(1)
+    assert len(served) == 2000 - qs.rejected > 1000
+    assert qs.waiting == 0 and qs.seats_in_use == 0 and qs.executing == 0
