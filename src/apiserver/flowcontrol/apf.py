@@ -26,6 +26,7 @@ from apiserver.flowcontrol.bootstrap import flow_schema_objects, priority_level_
 from apiserver.flowcontrol.classifier import Classifier, FlowSchema, compile_flow_schema
 from apiserver.flowcontrol.queueset import QueueSet, Waiting, flow_hash
 from apiserver.flowcontrol.retry import DroppedRequests
+from apiserver.gocompat.duration import parse_go_duration
 from apiserver.http.app import RequestInfo, Verdict
 from apiserver.http.response import Response
 
@@ -202,6 +203,7 @@ class PriorityAndFairness:
         for schema in self.classifier.schemas:
             schema.level_state = self.levels[schema.level]
             schema.stats = self.stats[schema.name]
+        self.request_timeout = request_timeout
         wait = request_timeout / 4 if request_timeout > 0 else 15.0
         self.wait_limit = min(wait, MAX_WAIT)
         self.object_count = object_count
@@ -294,7 +296,7 @@ class PriorityAndFairness:
         outcome = queues.enqueue(
             seats,
             flow_hash(schema.name, distinguisher),
-            self.wait_limit,
+            self._wait_limit(info),
             schema.name,
             distinguisher,
         )
@@ -334,6 +336,21 @@ class PriorityAndFairness:
 
         waiting.deferred.addCallback(decided)
         return answer
+
+    def _wait_limit(self, info: RequestInfo) -> float:
+        """``getRequestWaitContext``: a quarter of the request's deadline, which is
+        ``--request-timeout`` or a shorter valid ``?timeout=`` (request_deadline.go), at
+        most a minute."""
+        values = info.query.get(b"timeout")
+        if not values:
+            return self.wait_limit
+        try:
+            asked = parse_go_duration(values[0].decode("ascii"))
+        except (ValueError, UnicodeDecodeError):
+            return self.wait_limit
+        if asked <= 0 or (self.request_timeout > 0 and asked >= self.request_timeout):
+            return self.wait_limit
+        return min(asked / 4, MAX_WAIT)
 
     def _started(self, waiting: Waiting, stats: SchemaStats, info: RequestInfo) -> None:
         stats.waiting -= 1

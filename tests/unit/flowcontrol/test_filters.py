@@ -260,3 +260,19 @@ def test_max_in_flight_zero_disables_that_limit() -> None:
         req, info = request_for("GET", EVENTS)
         assert limit(req, info) is None
     assert MaxInFlight(0, 0).active is False
+
+
+def test_wait_limit_is_a_quarter_of_a_shorter_timeout_parameter() -> None:
+    clock = Clock()
+    apf = make_apf(clock, total=2, timeout=60.0)  # default wait limit 15 s
+    holder, info = request_for("POST", EVENTS, "a")
+    assert apf(holder, info) is None
+    waiter, info = request_for("POST", EVENTS + "?timeout=4s", "b")
+    verdict = apf(waiter, info)
+    assert isinstance(verdict, Deferred)
+    got: list[Response | None] = []
+    verdict.addCallback(got.append)
+    clock.advance(0.9)
+    assert got == []
+    clock.advance(0.2)
+    assert len(got) == 1 and got[0] is not None and got[0].code == 429
