@@ -8,7 +8,8 @@ where the difference cannot be seen from outside a single server:
   the same step. A request wider than the whole limit runs alone, as there.
 - Otherwise the flow is shuffle-sharded onto ``handSize`` of the ``queues`` (kube's
   ``shufflesharding.Dealer`` over the same flow hash, sha256 of schema name and
-  distinguisher), and joins the hand's queue with the fewest seats waiting and executing;
+  distinguisher), and joins the hand's queue with the fewest seats waiting (from a rotating
+  offset in the hand, as there);
   a queue holding ``queueLengthLimit`` requests refuses it (reason ``queue-full``).
 - Queues are served by start-time fair queuing in seats: each queue has a virtual start, the
   queue with the smallest is served next, and its start moves on by the seats it dispatched.
@@ -134,6 +135,8 @@ class QueueSet:
         self.cancelled = 0
         self._hands: dict[int, list[int]] = {}
         self._dispatching = False
+        self.enqueues = 0
+        self._robin = -1
         #: Called with the reason when a queued request is refused (metrics).
         self.on_reject: Callable[[Waiting, str], None] | None = None
 
@@ -174,14 +177,18 @@ class QueueSet:
             if len(self._hands) > 4096:
                 self._hands.clear()
             self._hands[hash_value] = hand
+        # queueset.go's shuffleShardLocked: the hand's queue with the least work waiting,
+        # starting at a rotating offset so that ties do not always pick the same queue.
         queues = self.queues
-        best = queues[hand[0]]
-        best_load = best.seats_waiting + best.seats_in_use
-        for index in hand[1:]:
-            queue = queues[index]
-            load = queue.seats_waiting + queue.seats_in_use
-            if load < best_load:
-                best, best_load = queue, load
+        size = len(hand)
+        offset = self.enqueues % size
+        self.enqueues += 1
+        best = queues[hand[offset]]
+        best_load = best.seats_waiting
+        for i in range(1, size):
+            queue = queues[hand[(offset + i) % size]]
+            if queue.seats_waiting < best_load:
+                best, best_load = queue, queue.seats_waiting
         if len(best.waiting) >= self.queue_length_limit:
             self.rejected += 1
             return QUEUE_FULL
@@ -277,10 +284,18 @@ class QueueSet:
             head.deferred.callback(True)
 
     def _next_queue(self) -> Queue | None:
+        """The non-empty queue with the smallest virtual start; ties go round-robin, from
+        after the last queue served (queueset.go's ``robinIndex``)."""
+        queues = self.queues
+        count = len(queues)
+        start = self._robin + 1
         best: Queue | None = None
-        for queue in self.queues:
+        for i in range(count):
+            queue = queues[(start + i) % count]
             if queue.waiting and (best is None or queue.virtual_start < best.virtual_start):
                 best = queue
+        if best is not None:
+            self._robin = best.index
         return best
 
     # --- what the debug dumps read ---------------------------------------------------------
