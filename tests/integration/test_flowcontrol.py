@@ -212,3 +212,32 @@ def test_http2_requests_release_their_seats(
     cells = [cell.strip() for cell in row.split(",")]
     assert cells[5] == "0"  # ExecutingRequests
     assert int(cells[6]) >= 20  # DispatchedRequests
+
+
+def test_max_in_flight_read_only_limit_is_separate(
+    start_daemon: Callable[..., Daemon], tmp_path: Path
+) -> None:
+    """Lists read from SQLite (no watch cache) overlap; with --max-requests-inflight=1 some
+    are refused while the mutating limit (0: no limit) refuses no create."""
+    daemon = start_daemon(
+        [
+            f"--token-auth-file={tokens_file(tmp_path)}",
+            "--enable-priority-and-fairness=false",
+            "--watch-cache=false",
+            "--max-requests-inflight=1",
+            "--max-mutating-requests-inflight=0",
+        ]
+    )
+    with ThreadPoolExecutor(20) as pool:
+        created = list(
+            pool.map(
+                lambda i: call(daemon, "POST", EVENTS, "tok-flood", event_body(f"r{i}"))[0],
+                range(60),
+            )
+        )
+        assert created == [201] * 60
+        listed = list(pool.map(lambda i: call(daemon, "GET", EVENTS, "tok-flood"), range(120)))
+    codes = [status for status, _, _ in listed]
+    assert set(codes) <= {200, 429} and 200 in codes
+    assert 429 in codes
+    assert next(body for status, _, body in listed if status == 429) == BODY_429
