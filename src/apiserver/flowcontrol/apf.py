@@ -114,6 +114,11 @@ class PriorityLevel:
     queuing: tuple[int, int, int] = (0, 0, 0)
     #: Exempt requests dispatched (they have no queue set).
     exempt_dispatched: int = 0
+    #: ``(uid,)``: the header's values, built once.
+    header_values: tuple[bytes, ...] = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        self.header_values = (self.uid,)
 
 
 def allocate(levels: Iterable[PriorityLevel], total: int, clock: IReactorTime) -> None:
@@ -238,8 +243,8 @@ class PriorityAndFairness:
             return None
         level: PriorityLevel = schema.level_state
         headers = request.responseHeaders
-        headers.setRawHeaders(FLOW_SCHEMA_HEADER, [schema.uid])
-        headers.setRawHeaders(PRIORITY_LEVEL_HEADER, [level.uid])
+        headers.setRawHeaders(FLOW_SCHEMA_HEADER, schema.header_values)
+        headers.setRawHeaders(PRIORITY_LEVEL_HEADER, level.header_values)
         stats: SchemaStats = schema.stats
         queues = level.queues
         if queues is None:  # exempt: never queued

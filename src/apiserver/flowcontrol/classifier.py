@@ -111,6 +111,11 @@ class FlowSchema:
     #: state and this schema's counters, so the request path needs no look-up by name.
     level_state: Any = None
     stats: Any = None
+    #: ``(uid,)``: the response header's values, built once.
+    header_values: tuple[bytes, ...] = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        self.header_values = (self.uid,)
 
 
 #: A schema with one of its rules whose subjects matched: (schema, resource rules,
