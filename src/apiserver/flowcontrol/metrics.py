@@ -51,7 +51,7 @@ class FlowControlCollector:
         rejected = CounterMetricFamily(
             PREFIX + "rejected_requests",
             "Number of requests rejected by API Priority and Fairness subsystem",
-            labels=["flow_schema", "priority_level", "reason"],
+            labels=["priority_level", "flow_schema", "reason"],
         )
         inqueue = GaugeMetricFamily(
             PREFIX + "current_inqueue_requests",
@@ -68,7 +68,7 @@ class FlowControlCollector:
         wait = HistogramMetricFamily(
             PREFIX + "request_wait_duration_seconds",
             "Length of time a request spent waiting in its queue",
-            labels=["flow_schema", "priority_level", "execute"],
+            labels=["priority_level", "flow_schema", "execute"],
         )
         run = HistogramMetricFamily(
             PREFIX + "request_execution_seconds",
@@ -82,14 +82,14 @@ class FlowControlCollector:
             if stats.dispatched:
                 dispatched.add_metric([level, schema.name], stats.dispatched)
             for reason, count in sorted(stats.rejected.items()):
-                rejected.add_metric([schema.name, level, reason], count)
+                rejected.add_metric([level, schema.name, reason], count)
             if stats.dispatched or stats.waiting:
                 inqueue.add_metric([level, schema.name], stats.waiting)
                 executing.add_metric([level, schema.name], stats.executing)
             for execute, histogram in (("true", stats.wait), ("false", stats.rejected_wait)):
                 if histogram.count:
                     wait.add_metric(
-                        [schema.name, level, execute], _buckets(histogram), histogram.total
+                        [level, schema.name, execute], _buckets(histogram), histogram.total
                     )
             if stats.run.count:
                 run.add_metric(
@@ -108,14 +108,23 @@ class FlowControlCollector:
         )
         lendable = GaugeMetricFamily(
             PREFIX + "lower_limit_seats",
-            "Configured lower bound on number of execution seats available to a priority level",
+            "Configured lower bound on number of execution seats available to each priority level",
+            labels=["priority_level"],
+        )
+        upper = GaugeMetricFamily(
+            PREFIX + "upper_limit_seats",
+            "Configured upper bound on number of execution seats available to each priority level",
             labels=["priority_level"],
         )
         for name, level_state in sorted(apf.levels.items()):
+            if level_state.exempt:
+                continue
+            # No borrowing (apiserver.flowcontrol.queueset): current = upper = nominal.
             nominal.add_metric([name], level_state.nominal)
             current.add_metric([name], level_state.nominal)
+            upper.add_metric([name], level_state.nominal)
             lendable.add_metric([name], level_state.nominal - level_state.lendable)
-        families += [nominal, current, lendable]
+        families += [nominal, current, lendable, upper]
         for family in families:
             if family.name not in self.disabled and family.name + "_total" not in self.disabled:
                 yield family
