@@ -67,11 +67,15 @@ from twisted.python.failure import Failure
 from apiserver.admission.config import build_admission
 from apiserver.api.events import corev1
 from apiserver.api.events.rest import BASE, CORE_V1, GR, EventsAPI
+from apiserver.api.flowcontrol import FlowControlAPI, discovery_group
+from apiserver.api.flowcontrol.rest import BASE as FLOWCONTROL_BASE
 from apiserver.api.tokenrequest import install_token_request
 from apiserver.audit.build import build_audit
 from apiserver.auth import build_auth
 from apiserver.auth.authn import install_authn_routes
 from apiserver.discovery import install_discovery, runtime_config_enables_events
+from apiserver.discovery.documents import ExtraGroup
+from apiserver.flowcontrol.build import build_flow_control
 from apiserver.healthz import (
     HealthRegistry,
     LogCheck,
@@ -299,6 +303,9 @@ class Server:
         audit_stage = self.audit.stage if self.audit is not None else None
         if audit_stage is not None:
             auth_stages.authentication.on_failure = audit_stage.authentication_failed
+        self.flow_control = build_flow_control(
+            config, clock, self.metrics, self.router, lambda r: self._object_count(r)
+        )
         self.app = build_handler_chain(
             self.router,
             clock,
@@ -313,6 +320,7 @@ class Server:
                 if config.goaway_chance > 0 and not config.disable_http2_serving
                 else None
             ),
+            flow_control=self.flow_control.stage,
         )
         self.root.add(PartsService("auth-reload", auth_stages.background))
         self.router.add("/metrics", self.metrics.handler(profiling=bool(config.profiling)))
@@ -422,12 +430,25 @@ class Server:
         self.token_request = install_token_request(
             self.router, config, self.store, self.reactor, self.admission.admission
         )
+        apf = self.flow_control.apf
+        extra_groups = []
+        if apf is not None:
+            # flowcontrol.apiserver.k8s.io/v1, read-only, from the bootstrap configuration.
+            flowcontrol_api = FlowControlAPI(
+                self.reactor,
+                apf.flow_schema_objects,
+                apf.priority_level_objects,
+                min_request_timeout=float(config.min_request_timeout),
+            )
+            self.router.add_prefix(FLOWCONTROL_BASE, flowcontrol_api.handle)
+            extra_groups.append(ExtraGroup(*discovery_group()))
         install_discovery(
             self.router,
             groups_enabled={"events.k8s.io/v1": self.events_enabled},
             server_address=self._server_address,
             token_request=self.token_request,
             core_events=True,
+            extra_groups=extra_groups,
         )
         install_authn_routes(self.router, config)
         install_openapi(
@@ -487,6 +508,10 @@ class Server:
             return events(request, info)
 
         router.add_prefix(namespaces, namespaced)
+
+    def _object_count(self, resource: str) -> int | None:
+        """The stored object count of ``resource`` for priority and fairness's list estimate."""
+        return self.storage_metrics.last_count if resource == "events" else None
 
     def _server_address(self) -> str:
         host = self.config.advertise_address or default_host(self.config.bind_address)

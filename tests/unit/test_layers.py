@@ -32,8 +32,21 @@ ALLOWED: dict[str, set[str]] = {
     "audit": {"http", "apimachinery", "auth", "options", "tls"},
     "auth": {"http", "apimachinery", "options", "storage", "tls", "discovery"},
     "discovery": {"http", "apimachinery"},
+    # Priority and fairness / max-in-flight: a chain stage (http) that reads the resolved
+    # request and the user (auth, for types only) and takes the UID source (apimachinery).
+    "flowcontrol": {"http", "apimachinery"},
     "openapi": {"http", "apimachinery", "discovery"},
-    "api": {"http", "apimachinery", "registry", "storage", "auth", "options", "admission"},
+    # api/flowcontrol serves the bootstrap objects that apiserver.flowcontrol builds.
+    "api": {
+        "http",
+        "apimachinery",
+        "registry",
+        "storage",
+        "auth",
+        "options",
+        "admission",
+        "flowcontrol",
+    },
     # assembly: may import everything
 }
 ASSEMBLY = {"server", "service", "tap", "cli", "devrun", "__main__", "logs", "gctune", "journald"}

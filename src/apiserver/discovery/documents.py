@@ -20,9 +20,10 @@ the standard library's and orjson's output differ from Go's in exactly those det
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+import attrs
 import yaml
 
 from apiserver.gocompat.boolparse import go_parse_bool, parse_bool_error
@@ -105,9 +106,48 @@ def _events_group_body() -> dict[str, Any]:
     }
 
 
-def api_group_list(events_enabled: bool) -> dict[str, Any]:
+@attrs.define(frozen=True)
+class ExtraGroup:
+    """A group served besides events.k8s.io (flowcontrol.apiserver.k8s.io/v1): its legacy
+    ``APIResource`` list and its aggregated ``APIResourceDiscovery`` list."""
+
+    name: str
+    version: str
+    resources: tuple[dict[str, Any], ...]
+    aggregated: tuple[dict[str, Any], ...]
+
+    def group_body(self) -> dict[str, Any]:
+        gv = {"groupVersion": f"{self.name}/{self.version}", "version": self.version}
+        return {"name": self.name, "versions": [gv], "preferredVersion": dict(gv)}
+
+    def api_group(self) -> dict[str, Any]:
+        return {"kind": "APIGroup", "apiVersion": "v1", **self.group_body()}
+
+    def resource_list(self) -> dict[str, Any]:
+        return {
+            "kind": "APIResourceList",
+            "apiVersion": "v1",
+            "groupVersion": f"{self.name}/{self.version}",
+            "resources": [dict(r) for r in self.resources],
+        }
+
+    def aggregated_item(self) -> dict[str, Any]:
+        return {
+            "metadata": {"name": self.name, "creationTimestamp": None},
+            "versions": [
+                {
+                    "version": self.version,
+                    "resources": [dict(r) for r in self.aggregated],
+                    "freshness": "Current",
+                }
+            ],
+        }
+
+
+def api_group_list(events_enabled: bool, extra: Sequence[ExtraGroup] = ()) -> dict[str, Any]:
     """``GET /apis``. With every group turned off the list is empty, never null."""
     groups = [_events_group_body()] if events_enabled else []
+    groups += [group.group_body() for group in extra]
     return {"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}
 
 
@@ -154,10 +194,14 @@ def _events_resource_discovery() -> dict[str, Any]:
     }
 
 
-def aggregated_apis_items(events_enabled: bool) -> list[dict[str, Any]]:
+def aggregated_apis_items(
+    events_enabled: bool, extra: Sequence[ExtraGroup] = ()
+) -> list[dict[str, Any]]:
     """The ``items`` of the aggregated ``/apis`` document."""
+    # kube orders groups by priority: events.k8s.io (17750) before flowcontrol (16100).
+    extras = [group.aggregated_item() for group in extra]
     if not events_enabled:
-        return []
+        return extras
     return [
         {
             "metadata": {"name": GROUP, "creationTimestamp": None},
@@ -168,7 +212,8 @@ def aggregated_apis_items(events_enabled: bool) -> list[dict[str, Any]]:
                     "freshness": "Current",
                 }
             ],
-        }
+        },
+        *extras,
     ]
 
 

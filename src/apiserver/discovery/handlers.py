@@ -22,7 +22,7 @@ Departures, on purpose:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import attrs
@@ -224,6 +224,7 @@ def install_discovery(
     server_address: Callable[[], str],
     token_request: bool = False,
     core_events: bool = False,
+    extra_groups: Sequence[docs.ExtraGroup] = (),
 ) -> None:
     """Register every discovery path on ``router``.
 
@@ -247,9 +248,16 @@ def install_discovery(
     core = static_handler(lambda: docs.core_resource_list(token_request, core_events))
     _with_slash(router, "/api/v1", get_only(core))
 
-    apis_aggregated = AggregatedDocument(docs.aggregated_apis_items(events))
-    apis_legacy = static_handler(lambda: docs.api_group_list(events))
+    apis_aggregated = AggregatedDocument(docs.aggregated_apis_items(events, extra_groups))
+    apis_legacy = static_handler(lambda: docs.api_group_list(events, extra_groups))
     _with_slash(router, "/apis", aggregated_wrapper(apis_legacy, apis_aggregated))
+    for extra in extra_groups:
+        _with_slash(router, f"/apis/{extra.name}", static_handler(extra.api_group))
+        _with_slash(
+            router,
+            f"/apis/{extra.name}/{extra.version}",
+            get_only(static_handler(extra.resource_list)),
+        )
 
     if not events:
         return

@@ -4,8 +4,8 @@ kube-apiserver lists its whole chain in ``DefaultBuildHandlerChain``
 (k8s.io/apiserver/pkg/server/config.go); this is the same list, outermost first, so each filter
 has one obvious home. Every filter has a named slot: audit (:mod:`apiserver.audit`, filled
 when ``--audit-policy-file`` and a backend are given) and priority and fairness or
-max-in-flight (not built yet) take a :class:`~apiserver.http.app.Filter`, and nothing else
-moves. An empty slot is left out of the chain, so it costs nothing per request.
+max-in-flight (:mod:`apiserver.flowcontrol`) take a :class:`~apiserver.http.app.Filter`,
+and nothing else moves. An empty slot is left out of the chain, so it costs nothing per request.
 """
 
 from __future__ import annotations

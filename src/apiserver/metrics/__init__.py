@@ -118,6 +118,12 @@ class Metrics:
             "version, resource, scope and component.",
             ("verb", "group", "version", "resource", "subresource", "scope", "component"),
         )
+        self.terminations = self._make(
+            Counter,
+            "apiserver_request_terminations_total",
+            "Number of requests which apiserver terminated in self-defense.",
+            ("verb", "group", "version", "resource", "subresource", "scope", "component", "code"),
+        )
         self.storage_objects = self._make(
             Gauge,
             "apiserver_storage_objects",
@@ -196,6 +202,13 @@ class Metrics:
             self._children[key] = children
         children[0].inc()
         children[1].observe(seconds)
+
+    def request_terminated(self, info: RequestInfo, code: int) -> None:
+        """``RecordRequestTermination`` (max-in-flight's 429s): the rare path, so labels are
+        looked up each time."""
+        parts = _parts(info)
+        labels = _resource_labels(info, request_verb(info, parts), parts)
+        self.terminations.labels(*labels, str(code)).inc()
 
     def _inflight_child(self, kind: str) -> Any:
         child = self._inflight_children.get(kind)
@@ -324,6 +337,9 @@ class StorageMetricsPoller:
         self.clock = clock
         self._count, self._db_size = count, db_size
         self.endpoint, self.resource = endpoint, resource
+        #: The last object count polled, or None (priority and fairness estimates lists
+        #: with it, as kube's object count tracker is fed by the same poll).
+        self.last_count: int | None = None
 
     def start(self) -> None:
         for period, fn in ((self.count_period, self.poll_count), (self.db_period, self.poll_db)):
@@ -343,6 +359,7 @@ class StorageMetricsPoller:
 
     def poll_count(self) -> Deferred[None]:
         def record(count: int) -> None:
+            self.last_count = count
             self.metrics.storage_objects.labels(self.resource).set(count)
 
         def failed(failure: Any) -> None:

@@ -182,6 +182,7 @@ FLAGS: tuple[Flag, ...] = (
         200,
         "Limit on mutating requests in flight. With priority and fairness it is added to "
         "--max-requests-inflight to give the total concurrency; otherwise 0 means no limit.",
+        implemented=True,
     ),
     _gen(
         "max-requests-inflight",
@@ -190,6 +191,7 @@ FLAGS: tuple[Flag, ...] = (
         "Limit on non-mutating requests in flight. With priority and fairness it is added to "
         "--max-mutating-requests-inflight to give the total concurrency; otherwise 0 means no "
         "limit.",
+        implemented=True,
     ),
     _gen(
         "min-compatibility-version",
@@ -766,7 +768,10 @@ FLAGS: tuple[Flag, ...] = (
         "enable-priority-and-fairness",
         "bool",
         True,
-        "Queue requests by priority and fairness instead of the plain max-in-flight limits.",
+        "Queue requests by priority and fairness instead of the plain max-in-flight limits. "
+        "The configuration is kube-apiserver's bootstrap one; its "
+        "flowcontrol.apiserver.k8s.io/v1 objects are served read-only.",
+        implemented=True,
     ),
     _feat(
         "profiling",

@@ -277,6 +277,19 @@ class _Checker:
             "max-mutating-requests-inflight",
             "--max-mutating-requests-inflight can not be negative value",
         )
+        # k8s.io/apiserver/pkg/server/options/feature.go (ApplyTo): priority and fairness
+        # shares the sum of the two limits among its levels.
+        read_only, mutating = (
+            self.v["max-requests-inflight"],
+            self.v["max-mutating-requests-inflight"],
+        )
+        if self.v["enable-priority-and-fairness"] and read_only + mutating <= 0:
+            self.err(
+                "--max-requests-inflight and --max-mutating-requests-inflight (with "
+                "--enable-priority-and-fairness): "
+                f"invalid configuration: MaxRequestsInFlight={read_only} and "
+                f"MaxMutatingRequestsInFlight={mutating}; they must add up to something positive"
+            )
         if self.v["min-request-timeout"] <= 0:
             self.err(
                 f"--min-request-timeout must be a positive number of seconds, got "

@@ -254,13 +254,12 @@ def test_ineffective_flags_names_unimplemented_non_default_flags() -> None:
         [
             "--secure-port=7443",  # implemented
             "--goaway-chance=0.01",  # implemented
-            "--enable-priority-and-fairness=false",  # not implemented
+            "--enable-priority-and-fairness=false",  # implemented
             "--enable-logs-handler=false",  # not implemented, but the default value
             "--kubelet-timeout=10s",  # alias of a not implemented flag
         ]
     )
     assert ineffective_flags(config) == [
-        "enable-priority-and-fairness",
         "nodeagent-timeout",
     ]
 

@@ -142,6 +142,10 @@ IMPLEMENTED = {
     "http2-max-streams-per-connection",
     "lease-reuse-duration-seconds",
     "livez-grace-period",
+    # priority and fairness / max-in-flight (apiserver.flowcontrol)
+    "enable-priority-and-fairness",
+    "max-requests-inflight",
+    "max-mutating-requests-inflight",
     "log-flush-frequency",
     "logging-format",
     "min-request-timeout",

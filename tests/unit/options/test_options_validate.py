@@ -20,6 +20,11 @@ BAD = [
     ),
     (["--secure-port=65536"], "--secure-port 65536 must be between 1 and 65535"),
     (["--goaway-chance=0.03"], "--goaway-chance can not be less than 0 or greater than 0.02"),
+    (
+        ["--max-requests-inflight=0", "--max-mutating-requests-inflight=0"],
+        "invalid configuration: MaxRequestsInFlight=0 and MaxMutatingRequestsInFlight=0; they "
+        "must add up to something positive",
+    ),
     (["--goaway-chance=-0.01"], "--goaway-chance can not be less than 0 or greater than 0.02"),
     (["--goaway-chance=NaN"], "--goaway-chance can not be less than 0 or greater than 0.02"),
     (["--service-node-port-range="], "--service-node-port-range 0-0 is not a valid range"),
