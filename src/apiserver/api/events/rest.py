@@ -128,10 +128,6 @@ def parse_target(path: str, base: str = BASE) -> Target | None:
     return None
 
 
-def to_v1(internal: Obj, type_meta: bool = True) -> Obj:
-    return convert.internal_to_v1(internal, include_type_meta=type_meta)
-
-
 class EventsAPI:
     """Serves every path of one events version (``view``); one instance per served version,
     all over the same registry."""
