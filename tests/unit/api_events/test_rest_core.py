@@ -379,3 +379,18 @@ def test_managed_fields_of_the_other_version_are_compared_in_its_own_names() -> 
     assert applied.json()["message"] == (
         'Apply failed with 1 conflict: conflict with "unknown" using events.k8s.io/v1: .reason'
     )
+
+
+def test_an_undecodable_stored_value_is_a_500_and_ends_watches() -> None:
+    h = RestHarness()
+    rv = h.revision()
+    watch = h.watch(core_path() + f"?watch=true&resourceVersion={rv}")
+    fired(h.backend.create(b"/registry/events/ns1/enc", b"k8s:enc:aescbc:v1:key:xxxx"))
+    lines = watch.events()
+    assert [line["type"] for line in lines] == ["ERROR"]
+    assert lines[0]["object"]["code"] == 500
+    assert "/registry/events/ns1/enc" in lines[0]["object"]["message"]
+    assert watch.ended
+    got = h.get(core_path(name="enc"))
+    assert got.code == 500 and got.json()["reason"] == "InternalError"
+    assert h.get(ns_path()).code == 500
