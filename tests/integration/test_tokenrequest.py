@@ -186,6 +186,10 @@ def test_kubectl_create_token(launch: Callable[..., Daemon], tmp_path: Path) -> 
     assert done.returncode != 0
     assert "may not specify a duration less than 10 minutes" in done.stderr
 
+    # core/v1 events share the /api/v1/namespaces/ prefix with the token subresource.
+    done = kubectl(kubeconfig, "get", "--raw", "/api/v1/namespaces/ci/events")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["kind"] == "EventList"
     # Discovery lists the subresource (after core/v1 events, sorted by name).
     done = kubectl(kubeconfig, "get", "--raw", "/api/v1")
     assert done.returncode == 0, done.stderr

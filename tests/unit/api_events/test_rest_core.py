@@ -346,3 +346,51 @@ def test_one_ttl_for_both_views() -> None:
     assert h.get(core_path(name="c")).json()["metadata"]["labels"] == {"again": "yes"}
     h.advance(30)
     assert h.get(core_path(name="c")).code == 404 and h.get(ns_path(name="c")).code == 404
+
+
+def test_managed_fields_of_the_other_version_are_compared_in_its_own_names() -> None:
+    """kube's field manager converts between versions: ``f:note`` (events.k8s.io/v1) and
+    ``f:message`` (core) are one field, so a core update of the message takes it from the
+    events.k8s.io/v1 manager, and an apply through core conflicts with it."""
+    h = RestHarness()
+    h.create("e1")
+    current = h.get(core_path(name="e1")).json()
+    current["message"] = "core changed"
+    updated = h.put(core_path(name="e1") + "?fieldManager=editor", current)
+    assert updated.code == 200, updated.body
+    entries = {e["manager"]: e for e in updated.json()["metadata"]["managedFields"]}
+    assert "f:note" not in entries["unknown"]["fieldsV1"]
+    assert "f:reason" in entries["unknown"]["fieldsV1"]
+    assert entries["editor"]["apiVersion"] == "v1"
+    assert entries["editor"]["fieldsV1"] == {"f:message": {}}
+    applied = h.patch(
+        core_path(name="e1") + "?fieldManager=tool",
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Event",
+                "metadata": {"name": "e1", "namespace": "ns1"},
+                "reason": "Other",
+            }
+        ).encode(),
+        "application/apply-patch+yaml",
+    )
+    assert applied.code == 409
+    assert applied.json()["message"] == (
+        'Apply failed with 1 conflict: conflict with "unknown" using events.k8s.io/v1: .reason'
+    )
+
+
+def test_an_undecodable_stored_value_is_a_500_and_ends_watches() -> None:
+    h = RestHarness()
+    rv = h.revision()
+    watch = h.watch(core_path() + f"?watch=true&resourceVersion={rv}")
+    fired(h.backend.create(b"/registry/events/ns1/enc", b"k8s:enc:aescbc:v1:key:xxxx"))
+    lines = watch.events()
+    assert [line["type"] for line in lines] == ["ERROR"]
+    assert lines[0]["object"]["code"] == 500
+    assert "/registry/events/ns1/enc" in lines[0]["object"]["message"]
+    assert watch.ended
+    got = h.get(core_path(name="enc"))
+    assert got.code == 500 and got.json()["reason"] == "InternalError"
+    assert h.get(ns_path()).code == 500

@@ -16,7 +16,6 @@ import orjson
 
 from apiserver.api.events import convert
 
-TYPE_META = b'{"kind":"Event","apiVersion":"events.k8s.io/v1",'
 CACHE_SIZE = 20000
 
 

@@ -39,7 +39,7 @@ from apiserver.api.events.createfields import CreateManagedFields
 from apiserver.api.events.encoding import EncodedEvents, ListBodies
 from apiserver.api.events.protowire import EventsProtobuf, decode_delete_options, status_response
 from apiserver.api.events.tables import partial_object, table_for
-from apiserver.api.events.views import CORE_V1, EVENTS_V1, EventView
+from apiserver.api.events.views import CORE_V1, EVENTS_V1, EventView, other_versions
 from apiserver.api.events.watchstream import WatchStream
 from apiserver.apimachinery import continue_token as tokens
 from apiserver.apimachinery import errors, negotiation, request_options
@@ -129,10 +129,6 @@ def parse_target(path: str, base: str = BASE) -> Target | None:
     return None
 
 
-def to_v1(internal: Obj, type_meta: bool = True) -> Obj:
-    return convert.internal_to_v1(internal, include_type_meta=type_meta)
-
-
 class EventsAPI:
     """Serves every path of one events version (``view``); one instance per served version,
     all over the same registry."""
@@ -152,6 +148,8 @@ class EventsAPI:
     ) -> None:
         self.view = view
         self._base = view.base
+        #: Managed fields of the other served version, compared in their own field names.
+        self._other_versions = other_versions(view)
         self.gr = view.group_resource
         self.to_wire = view.to_wire
         # The registry's not-found and conflict texts name this view's group.
@@ -525,6 +523,7 @@ class EventsAPI:
             view.api_version,
             now,
             view.schema,
+            views=self._other_versions,
         )
 
     # --- update ----------------------------------------------------------------------------
@@ -648,6 +647,7 @@ class EventsAPI:
             api_version=self.view.api_version,
             validation=opts.effective_field_validation,
             schema=self.view.schema,
+            views=self._other_versions,
         )
         admission = self.admission
         namespace, dry_run = target.namespace, bool(opts.dry_run)

@@ -22,6 +22,7 @@ import attrs
 from apiserver.api.events import convert
 from apiserver.api.events.schema import EVENT_CORE_V1, EVENT_V1
 from apiserver.apimachinery import errors
+from apiserver.apimachinery.managedfields import VersionViews
 from apiserver.apimachinery.schema import Struct
 
 Obj = dict[str, Any]
@@ -77,4 +78,30 @@ CORE_V1 = EventView(
     to_internal=convert.core_v1_to_internal,
 )
 
-__all__ = ["CORE_V1", "EVENTS_V1", "EventView"]
+
+def _v1_to_core(obj: dict[str, Any]) -> Obj:
+    return convert.internal_to_core_v1(convert.v1_to_internal(obj))
+
+
+def _core_to_v1(obj: dict[str, Any]) -> Obj:
+    return convert.internal_to_v1(convert.core_v1_to_internal(obj))
+
+
+#: For each view, the other served version of the same stored object: its schema and a
+#: converter from the view's JSON. Managed fields recorded through one version are compared
+#: in their own version's field names (``f:note`` and ``f:message`` are one field), as kube's
+#: field manager converts with its versionConverter
+#: (k8s.io/apimachinery ``pkg/util/managedfields/internal/versionconverter.go``).
+_OTHER_VERSIONS: dict[str, VersionViews] = {
+    EVENTS_V1.api_version: {CORE_V1.api_version: (CORE_V1.schema, _v1_to_core)},
+    CORE_V1.api_version: {EVENTS_V1.api_version: (EVENTS_V1.schema, _core_to_v1)},
+}
+
+
+def other_versions(view: EventView) -> VersionViews:
+    """:data:`_OTHER_VERSIONS` of ``view`` (managed fields of any other version are dropped,
+    as kube drops managers of versions it does not serve)."""
+    return _OTHER_VERSIONS[view.api_version]
+
+
+__all__ = ["CORE_V1", "EVENTS_V1", "EventView", "other_versions"]

@@ -21,6 +21,7 @@ from apiserver.api.events import convert
 from apiserver.api.events.encoding import EncodedEvents
 from apiserver.api.events.protowire import EventsProtobuf
 from apiserver.api.events.tables import partial_object, table_for
+from apiserver.apimachinery.errors import StatusError
 from apiserver.apimachinery.negotiation import PROTOBUF
 from apiserver.http.coalesce import WriteCoalescer
 from apiserver.http.request import HTTPRequest
@@ -165,7 +166,19 @@ class WatchStream:
                 self._bookmark(event.kv.mod_revision)
             return
         keep = self.keep
-        memo = _memo_for(event, self.registry)
+        try:
+            memo = _memo_for(event, self.registry)
+        except StatusError as error:
+            # A stored value that cannot be decoded: an ERROR event and the end of the watch,
+            # as k8s.io/apiserver pkg/storage/etcd3/watcher.go sends its transform errors.
+            self._write(
+                {
+                    "type": "ERROR",
+                    "object": status_body(error.code, error.reason, error.message, error.details),
+                }
+            )
+            self.end()
+            return
         new, old = memo.new, memo.old
         new_match = new is not None and (keep is None or keep(new))
         old_match = old is not None and (keep is None or keep(old))
