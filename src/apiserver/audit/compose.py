@@ -60,17 +60,24 @@ class IgnoreErrorsSink:
 
 
 def wrap(
-    delegate: Sink, options: BackendOptions, clock: IReactorTime, metrics: AuditMetrics
+    delegate: Sink,
+    options: BackendOptions,
+    clock: IReactorTime,
+    metrics: AuditMetrics,
+    *,
+    coalesce: bool = False,
 ) -> Sink:
     """The backend as the server uses it: the mode's wrapper, then truncation outermost
     (``newBackend`` in k8s.io/apiserver ``pkg/server/options/audit.go``).
 
     As there, truncation sees what the filter sends (usually one event per call) and splits
     only those calls; in batch mode the buffered backend then batches by event count.
+    ``coalesce`` says the delegate may take every due batch in one call (see
+    :mod:`apiserver.audit.buffered`): true of the log backend only.
     """
     sink: Sink
     if options.mode == "batch":
-        sink = BufferedSink(delegate, options.batch, clock, metrics)
+        sink = BufferedSink(delegate, options.batch, clock, metrics, coalesce=coalesce)
     elif options.mode == "blocking":
         sink = IgnoreErrorsSink(delegate)
     else:

@@ -13,7 +13,7 @@ Follows k8s.io/apiserver ``pkg/endpoints/filters/audit.go`` (``WithAudit``) and
 3. The answer's code (and, for a Status answer, its status, message, reason and details) is
    noted when the response starts; a long-running request (watch) sends ``ResponseStarted``
    then.
-4. ``ResponseComplete`` is sent when the request finishes (``notifyFinish``). A request that
+4. ``ResponseComplete`` is sent when the request finishes (``when_finished``). A request that
    ends with nothing written records ``{"code":200,"status":"Success","message":"Connection
    closed early"}`` (and a long-running one sends the missing ``ResponseStarted`` first).
    A request whose stage or handler raised (Go: panicked; ``App._internal_error`` notes it in
@@ -53,7 +53,7 @@ from apiserver.audit.event import (
 from apiserver.audit.interface import AuditMetrics, Level, Sink
 from apiserver.audit.policy import AuditConfig, Policy
 from apiserver.auth.filter import internal_error_response
-from apiserver.http.app import RequestInfo, Verdict
+from apiserver.http.app import RequestInfo, Verdict, when_finished
 from apiserver.http.request import HTTPRequest
 from apiserver.http.response import Response
 
@@ -65,6 +65,7 @@ STORE_FAILED = "failed to store audit event"
 _OBJECT_VERBS = frozenset({"create", "update"})
 #: Verbs whose body is kept from Request on (a patch, DeleteOptions).
 _BODY_VERBS = frozenset({"patch", "delete", "deletecollection"})
+_BODY_LOGGING_VERBS = _OBJECT_VERBS | _BODY_VERBS
 
 
 class FilterMetrics(AuditMetrics, Protocol):
@@ -112,7 +113,8 @@ class AuditStage:
             omit_managed_fields=config.omit_managed_fields,
             user=info.authenticated_user or info.user,
         )
-        self._read_request_object(request, record, level)
+        if record.verb in _BODY_LOGGING_VERBS:
+            self._read_request_object(request, record, level)
         accepted = self._send(record, config, "RequestReceived")
         if accepted is True:
             self._observe(request, record, config, info.long_running)
@@ -203,7 +205,7 @@ class AuditStage:
                     self._response_started(request, record, config, long_running, None)
             self._send(record, config, "ResponseComplete")
 
-        request.notifyFinish().addBoth(finished)
+        when_finished(request, record.info, finished)
 
     def _response_started(
         self,

@@ -49,6 +49,10 @@ class Sink(Protocol):
     bool. Blocking-strict mode fails the request when the answer at ``RequestReceived`` is
     False (``failed to store audit event``); other modes only count the failure.
 
+    Events are values once sent: the sender never changes an event it passed, and a sink
+    that needs a different event (truncation) makes a new one. So a sink may keep them (a
+    batch queue) without copying.
+
     ``start`` begins background work (batch timers); ``shutdown`` stops accepting events,
     delivers what is queued (the graceful shutdown loses no acknowledged request's record)
     and fires when done. Both are called by the server's service tree, never at build.

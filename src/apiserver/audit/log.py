@@ -623,4 +623,4 @@ def build_log_backend(
         compress=config.audit_log_compress,
     )
     sink = LogSink(path, cast(Format, fmt), rotation, clock, metrics, thread_runner(clock))
-    return wrap(sink, backend_options(config, "log"), clock, metrics)
+    return wrap(sink, backend_options(config, "log"), clock, metrics, coalesce=True)
