@@ -34,7 +34,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import api_bench as ab  # noqa: E402
+import api_bench as ab
 
 #: (key, protocol, what): the measurements, in the order each round runs them.
 MEASUREMENTS: tuple[tuple[str, str, str], ...] = (

@@ -18,11 +18,14 @@ channel replaced by a queue and timers on the injected clock:
 - Upstream deep-copies each event because its filter keeps changing the one event it has for
   the next stage; here the filter renders a new event per stage and never changes one it sent
   (the :class:`~apiserver.audit.interface.Sink` contract), so the queue holds them as they are.
-- ``coalesce=True`` (the log backend, whose batches are only lines appended to a file) hands
-  every batch that is due to the delegate in one call, so a turn of the reactor that has many
-  one-event batches due (``--audit-log-batch-max-size`` is 1 by default) writes them with one
-  ``write``: the file gets the same lines in the same order. Not with a throttle, which counts
-  batches.
+- With ``lines`` (the log backend, a :class:`~apiserver.audit.interface.LineSink`, whose
+  batches are only lines appended to a file) each event is encoded as it comes, while it is
+  still in the processor's cache, and the queue holds its line; every batch that is due is
+  then handed over in one call, so a turn of the reactor that has many one-event batches due
+  (``--audit-log-batch-max-size`` is 1 by default) writes them with one ``write``: the file
+  gets the same lines in the same order. With a throttle, which counts batches, they keep
+  their size. An event that cannot be encoded is counted and logged by the backend then, as
+  it would be when written.
 - One batch is with the delegate at a time: the next is sent when the delegate answered (its
   Deferred fired). Upstream sends webhook batches concurrently; one at a time keeps the order
   of the records and bounds the memory a slow receiver can pin.
@@ -36,13 +39,14 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Sequence
+from typing import Any
 
 from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
-from apiserver.audit.interface import AuditEvent, AuditMetrics, BatchOptions, Sink
+from apiserver.audit.interface import AuditEvent, AuditMetrics, BatchOptions, LineSink, Sink
 
 __all__ = ["BufferedSink", "TokenBucket"]
 
@@ -87,7 +91,7 @@ class BufferedSink:
         clock: IReactorTime,
         metrics: AuditMetrics,
         *,
-        coalesce: bool = False,
+        lines: LineSink | None = None,
     ) -> None:
         self.delegate = delegate
         self.name = delegate.name
@@ -101,10 +105,12 @@ class BufferedSink:
             if options.throttle_enable
             else None
         )
-        #: Hand every due batch over in one call (see the module docstring).
-        self.coalesce = coalesce and self.bucket is None
+        #: Queue encoded lines, and hand every due batch over in one call (see the module
+        #: docstring).
+        self.lines = lines
+        self.coalesce = lines is not None and self.bucket is None
         # (time queued, event), oldest first.
-        self.queue: deque[tuple[float, AuditEvent]] = deque()
+        self.queue: deque[tuple[float, Any]] = deque()
         self.started = False
         self.accepting = True
         self.draining = False
@@ -128,16 +134,27 @@ class BufferedSink:
             return False
         queue = self.queue
         now = self.clock.seconds()
+        lines = self.lines
         if self.due_now and len(events) == 1 and len(queue) < self.buffer_size:
             # The usual call under load: one event, and a pump already due.
-            queue.append((now, events[0]))
+            if lines is None:
+                queue.append((now, events[0]))
+            else:
+                line = lines.encode_line(events[0])
+                if line is not None:
+                    queue.append((now, line))
             return True
         was_empty = not queue
         for index, event in enumerate(events):
             if len(queue) >= self.buffer_size:
                 self._blocked(len(events) - index)
                 break
-            queue.append((now, event))
+            if lines is None:
+                queue.append((now, event))
+            else:
+                line = lines.encode_line(event)
+                if line is not None:
+                    queue.append((now, line))
         if self.started and queue:
             if len(queue) >= self.max_size or self.max_size == 1:
                 if not self.due_now:
@@ -221,10 +238,13 @@ class BufferedSink:
         """Whether the event at ``index`` has waited ``max_wait``."""
         return self.queue[index][0] + self.max_wait <= self.clock.seconds()
 
-    def _send(self, batch: list[AuditEvent]) -> None:
+    def _send(self, batch: list[Any]) -> None:
         self.in_flight = True
         try:
-            answer = self.delegate.process_events(batch)
+            if self.lines is not None:
+                answer: bool | Deferred[bool] = self.lines.write_lines(batch)
+            else:
+                answer = self.delegate.process_events(batch)
         except Exception:
             log.failure("audit backend {name} failed on a batch", name=self.name)
             answer = False

@@ -68,6 +68,18 @@ class Sink(Protocol):
     def shutdown(self) -> Deferred[None]: ...
 
 
+class LineSink(Sink, Protocol):
+    """A :class:`Sink` whose events are independent lines appended somewhere (the log
+    backend), so batch mode may encode each event as it comes, while its objects are still
+    in the processor's cache, and hand any number of lines over in one call."""
+
+    def encode_line(self, event: AuditEvent) -> bytes | None:
+        """The event's line, or None (counted and logged) when it cannot be encoded."""
+
+    def write_lines(self, lines: Sequence[bytes]) -> bool:
+        """Append the lines; False (counted and logged) when some were not written."""
+
+
 class AuditMetrics(Protocol):
     """What backends and the filter record (``pkg/audit/metrics.go``)."""
 

@@ -516,37 +516,50 @@ class LogSink:
 
     def process_events(self, events: Sequence[AuditEvent]) -> bool:
         lines: list[bytes] = []
+        encoded = True
+        for event in events:
+            line = self.encode_line(event)
+            if line is None:
+                encoded = False
+            else:
+                lines.append(line)
+        written = self.write_lines(lines) if lines else True
+        return encoded and written
+
+    def encode_line(self, event: AuditEvent) -> bytes | None:
+        """The event's line; None, counted and logged, when it cannot be encoded."""
+        try:
+            return self.encode(event)
+        except (TypeError, ValueError) as problem:
+            self._failed(1, str(problem))
+            return None
+
+    def write_lines(self, lines: Sequence[bytes]) -> bool:
+        """Append encoded lines; False, counted and logged, when some were not written."""
         failed = 0
         error: str | None = None
-        encode = self.encode
-        for event in events:
+        if self.file is None:
             try:
-                lines.append(encode(event))
-            except (TypeError, ValueError) as problem:
-                failed += 1
-                error = str(problem)
-        if lines:
-            if self.file is None:
-                try:
-                    _write_all(1, b"".join(lines))
-                except OSError as problem:
-                    failed += len(lines)
-                    error = _go_error("write", "/dev/stdout", problem)
-            else:
-                failed_writes, write_error = self.file.write_lines(lines)
-                if failed_writes:
-                    failed += failed_writes
-                    error = write_error
+                _write_all(1, b"".join(lines))
+            except OSError as problem:
+                failed = len(lines)
+                error = _go_error("write", "/dev/stdout", problem)
+        else:
+            failed, error = self.file.write_lines(lines)
         if failed:
-            self.metrics.error(PLUGIN_NAME, failed)
-            log.error(
-                "Error in audit plugin '{plugin}' affecting {count} audit events: {error}",
-                plugin=PLUGIN_NAME,
-                count=failed,
-                error=error,
-            )
+            self._failed(failed, error)
             return False
         return True
+
+    def _failed(self, count: int, error: str | None) -> None:
+        """``audit.HandlePluginError`` for the plugin ``log``."""
+        self.metrics.error(PLUGIN_NAME, count)
+        log.error(
+            "Error in audit plugin '{plugin}' affecting {count} audit events: {error}",
+            plugin=PLUGIN_NAME,
+            count=count,
+            error=error,
+        )
 
     def shutdown(self) -> Deferred[None]:
         """Close the file once old backups are milled (compressed)."""
@@ -623,4 +636,4 @@ def build_log_backend(
         compress=config.audit_log_compress,
     )
     sink = LogSink(path, cast(Format, fmt), rotation, clock, metrics, thread_runner(clock))
-    return wrap(sink, backend_options(config, "log"), clock, metrics, coalesce=True)
+    return wrap(sink, backend_options(config, "log"), clock, metrics, lines=sink)

@@ -162,12 +162,41 @@ def test_events_are_queued_as_sent_without_copies() -> None:
     assert delegate.batches[0][0] is event
 
 
-def make_coalescing(**kw: Any) -> tuple[BufferedSink, Recorder, Clock]:
+class LineRecorder(Recorder):
+    """A line backend (``LineSink``): events become lines when queued; ``write_lines``
+    records each call as a batch. An event whose auditID is negative cannot be encoded."""
+
+    def __init__(self, defer: bool = False) -> None:
+        super().__init__(defer)
+        self.encoded: list[Any] = []
+
+    def encode_line(self, event: AuditEvent) -> bytes | None:
+        self.encoded.append(event["auditID"])
+        if event["auditID"] < 0:
+            return None
+        return str(event["auditID"]).encode()
+
+    def write_lines(self, lines: Sequence[bytes]) -> Any:
+        return self.process_events([{"auditID": int(line)} for line in lines])
+
+
+def make_coalescing(
+    delegate: LineRecorder | None = None, **kw: Any
+) -> tuple[BufferedSink, LineRecorder, Clock]:
     clock = Clock()
-    delegate = Recorder()
-    sink = BufferedSink(delegate, options(**kw), clock, Metrics(), coalesce=True)
+    delegate = delegate or LineRecorder()
+    sink = BufferedSink(delegate, options(**kw), clock, Metrics(), lines=delegate)
     sink.start()
     return sink, delegate, clock
+
+
+def test_lines_are_encoded_as_events_come_and_bad_ones_left_out() -> None:
+    sink, delegate, clock = make_coalescing(max_size=1, max_wait=0.0)
+    assert sink.process_events([ev(1), ev(-2), ev(3)]) is True
+    assert delegate.encoded == [1, -2, 3]  # before any pump
+    assert delegate.batches == []
+    clock.advance(0)
+    assert delegate.ids() == [[1, 3]]
 
 
 def test_coalescing_hands_every_due_batch_over_in_one_call() -> None:
@@ -199,12 +228,7 @@ def test_coalescing_keeps_a_partial_batch_until_its_wait_is_over() -> None:
 def test_coalescing_sends_a_partial_batch_with_the_full_ones_once_it_is_due() -> None:
     # Events pile up while a batch is with a slow delegate; when it answers, the full
     # batches and the partial one whose wait is over leave together.
-    clock = Clock()
-    delegate = Recorder(defer=True)
-    sink = BufferedSink(
-        delegate, options(max_size=3, max_wait=5.0), clock, Metrics(), coalesce=True
-    )
-    sink.start()
+    sink, delegate, clock = make_coalescing(LineRecorder(defer=True), max_size=3, max_wait=5.0)
     sink.process_events([ev(1), ev(2), ev(3)])
     clock.advance(0)
     assert delegate.ids() == [[1, 2, 3]]
@@ -216,7 +240,7 @@ def test_coalescing_sends_a_partial_batch_with_the_full_ones_once_it_is_due() ->
 
 
 def test_coalescing_drains_everything_on_shutdown() -> None:
-    sink, delegate, clock = make_coalescing(max_size=2, max_wait=60.0)
+    sink, delegate, _ = make_coalescing(max_size=2, max_wait=60.0)
     sink.process_events([ev(1), ev(2), ev(3)])
     done = sink.shutdown()
     assert delegate.ids() == [[1, 2, 3]]
