@@ -133,17 +133,19 @@ class BufferedSink:
             self._plugin_error(len(events), "audit backend shut down")
             return False
         queue = self.queue
-        now = self.clock.seconds()
         lines = self.lines
         if self.due_now and len(events) == 1 and len(queue) < self.buffer_size:
-            # The usual call under load: one event, and a pump already due.
+            # The usual call under load: one event, and a pump already due (so every queued
+            # event is, and its queued time is never read).
             if lines is None:
-                queue.append((now, events[0]))
+                queue.append((0.0, events[0]))
             else:
-                line = lines.encode_line(events[0])
-                if line is not None:
-                    queue.append((now, line))
+                try:
+                    queue.append((0.0, lines.encode(events[0])))
+                except (TypeError, ValueError) as problem:
+                    lines.encode_failed(problem)
             return True
+        now = self.clock.seconds()
         was_empty = not queue
         for index, event in enumerate(events):
             if len(queue) >= self.buffer_size:
@@ -152,9 +154,10 @@ class BufferedSink:
             if lines is None:
                 queue.append((now, event))
             else:
-                line = lines.encode_line(event)
-                if line is not None:
-                    queue.append((now, line))
+                try:
+                    queue.append((now, lines.encode(event)))
+                except (TypeError, ValueError) as problem:
+                    lines.encode_failed(problem)
         if self.started and queue:
             if len(queue) >= self.max_size or self.max_size == 1:
                 if not self.due_now:

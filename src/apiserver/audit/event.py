@@ -240,18 +240,29 @@ def decode_json_object(body: bytes) -> Any:
         return None
 
 
+#: ``responseStatus`` of answers that are not a Status, per code: shared by their events
+#: (never changed once built).
+_code_only: dict[int, dict[str, Any]] = {}
+
+
 def response_status(code: int, body: bytes | None) -> dict[str, Any]:
     """``responseStatus``: the bounded fields of a Status answer (``LogResponseObject``) with
     the written code, or only the code (``SetEventResponseStatusCode``)."""
-    status: dict[str, Any] = {"metadata": {}}
     # A Status names its kind first (compact or ``?pretty``); other bodies are not parsed.
-    if body is not None and body[:1] == b"{" and b'"Status"' in body[:32]:
-        parsed = decode_json_object(body)
-        if isinstance(parsed, dict) and parsed.get("kind") == "Status":
-            for key in ("status", "message", "reason", "details"):
-                value = parsed.get(key)
-                if value:
-                    status[key] = value
+    if body is None or body[:1] != b"{" or b'"Status"' not in body[:32]:
+        shared = _code_only.get(code)
+        if shared is None:
+            shared = {"metadata": {}, "code": code} if code else {"metadata": {}}
+            if len(_code_only) < 1000:
+                _code_only[code] = shared
+        return shared
+    status: dict[str, Any] = {"metadata": {}}
+    parsed = decode_json_object(body)
+    if isinstance(parsed, dict) and parsed.get("kind") == "Status":
+        for key in ("status", "message", "reason", "details"):
+            value = parsed.get(key)
+            if value:
+                status[key] = value
     if code:
         status["code"] = code
     return status
@@ -308,10 +319,19 @@ class AuditRecord:
         if b"X-Forwarded-For" in received_headers or b"X-Real-Ip" in received_headers:
             self.source_ips = source_ips(request)
         else:
-            # The usual request: the peer alone.
-            self.source_ips = _peer_only(peer_host(request))
+            # The usual request: the peer alone (peer_host, inlined).
+            host = getattr(getattr(request, "client", None), "host", None)
+            self.source_ips = (
+                _peer_only(host) if isinstance(host, str) else _peer_only(peer_host(request))
+            )
         agent = received_headers.get(b"User-Agent")
-        self.user_agent = _truncated_user_agent(agent[0].decode("latin-1")) if agent else ""
+        if agent:
+            text = agent[0].decode("latin-1")
+            self.user_agent = (
+                text if len(text) <= MAX_USER_AGENT_LENGTH else _truncated_user_agent(text)
+            )
+        else:
+            self.user_agent = ""
         self.object_ref = object_ref(resolved) if resolved is not None else None
         self.received = received
         self.received_text = micro_time(received)

@@ -91,6 +91,7 @@ class AuditStage:
     ) -> None:
         self.policy = policy
         self.sinks = tuple(sinks)
+        self._only = self.sinks[0] if len(self.sinks) == 1 else None
         self.clock = clock
         self.metrics = metrics
 
@@ -175,17 +176,23 @@ class AuditStage:
 
         def audited_write(data: bytes) -> None:
             # Only the first write matters: then the wrapper goes (it and the request refer
-            # to each other).
-            vars(request).pop("write", None)
+            # to each other), and the class's ``write`` shows again.
+            del request.write
             if not record.started:
-                self._response_started(request, record, config, long_running, data)
+                # A long-running answer streams: only its code is noted (kube logs no
+                # object).
+                record.log_response(request.code, None if long_running else data)
+                if long_running:
+                    self._send(record, config, "ResponseStarted")
             write(data)
 
         request.write = audited_write  # type: ignore[method-assign]
 
         def finished(result: object) -> None:
-            # Drop the wrapper: it and the request refer to each other.
-            vars(request).pop("write", None)
+            if not record.started:
+                # Nothing was written: drop the wrapper (it and the request refer to each
+                # other).
+                vars(request).pop("write", None)
             panic = record.info.panic
             if panic is not None:
                 # WithAudit's recover(): stage Panic replaces ResponseComplete, and no
@@ -205,7 +212,11 @@ class AuditStage:
                     self._response_started(request, record, config, long_running, None)
             self._send(record, config, "ResponseComplete")
 
-        when_finished(request, record.info, finished)
+        hooks = record.info.finish_hooks
+        if hooks is not None:
+            hooks.append(finished)  # when_finished, inlined
+        else:
+            when_finished(request, record.info, finished)
 
     def _response_started(
         self,
@@ -268,6 +279,20 @@ class AuditStage:
         event = record.event(stage, self.clock.seconds())
         self.metrics.event(record.level)
         events = (event,)
+        only = self._only
+        if only is not None:
+            # One backend (the usual case): its answer is the answer.
+            try:
+                answer = only.process_events(events)
+            except Exception:
+                log.failure("audit backend {name} failed", name=only.name)
+                return False
+            # ``is True`` first: Deferred is an ABC, so isinstance against it is slow.
+            if answer is True:
+                return True
+            if isinstance(answer, Deferred):
+                return answer.addErrback(_sink_failed, only.name)
+            return bool(answer)
         accepted = True
         waiting: list[Deferred[bool]] = []
         for sink in self.sinks:

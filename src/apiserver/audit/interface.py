@@ -19,7 +19,7 @@ each can be built and tested alone:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import attrs
@@ -73,8 +73,12 @@ class LineSink(Sink, Protocol):
     backend), so batch mode may encode each event as it comes, while its objects are still
     in the processor's cache, and hand any number of lines over in one call."""
 
-    def encode_line(self, event: AuditEvent) -> bytes | None:
-        """The event's line, or None (counted and logged) when it cannot be encoded."""
+    @property
+    def encode(self) -> Callable[[AuditEvent], bytes]:
+        """The event's line; raises TypeError or ValueError when it cannot be encoded."""
+
+    def encode_failed(self, problem: Exception) -> None:
+        """Count and log an event that :attr:`encode` refused."""
 
     def write_lines(self, lines: Sequence[bytes]) -> bool:
         """Append the lines; False (counted and logged) when some were not written."""

@@ -491,7 +491,9 @@ class LogSink:
         self.path = path
         self.fmt = fmt
         self.metrics = metrics
-        self.encode = _legacy_line if fmt == "legacy" else encode_event
+        self.encode: Callable[[AuditEvent], bytes] = (
+            _legacy_line if fmt == "legacy" else encode_event
+        )
         self.file = None if path == "-" else RotatingFile(path, rotation, clock, run_in_thread)
 
     def start(self) -> None:
@@ -517,22 +519,19 @@ class LogSink:
     def process_events(self, events: Sequence[AuditEvent]) -> bool:
         lines: list[bytes] = []
         encoded = True
+        encode = self.encode
         for event in events:
-            line = self.encode_line(event)
-            if line is None:
+            try:
+                lines.append(encode(event))
+            except (TypeError, ValueError) as problem:
+                self.encode_failed(problem)
                 encoded = False
-            else:
-                lines.append(line)
         written = self.write_lines(lines) if lines else True
         return encoded and written
 
-    def encode_line(self, event: AuditEvent) -> bytes | None:
-        """The event's line; None, counted and logged, when it cannot be encoded."""
-        try:
-            return self.encode(event)
-        except (TypeError, ValueError) as problem:
-            self._failed(1, str(problem))
-            return None
+    def encode_failed(self, problem: Exception) -> None:
+        """An event that could not be encoded, counted and logged."""
+        self._failed(1, str(problem))
 
     def write_lines(self, lines: Sequence[bytes]) -> bool:
         """Append encoded lines; False, counted and logged, when some were not written."""

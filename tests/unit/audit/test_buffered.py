@@ -169,12 +169,16 @@ class LineRecorder(Recorder):
     def __init__(self, defer: bool = False) -> None:
         super().__init__(defer)
         self.encoded: list[Any] = []
+        self.failures: list[str] = []
 
-    def encode_line(self, event: AuditEvent) -> bytes | None:
+    def encode(self, event: AuditEvent) -> bytes:
         self.encoded.append(event["auditID"])
         if event["auditID"] < 0:
-            return None
+            raise ValueError("cannot encode")
         return str(event["auditID"]).encode()
+
+    def encode_failed(self, problem: Exception) -> None:
+        self.failures.append(str(problem))
 
     def write_lines(self, lines: Sequence[bytes]) -> Any:
         return self.process_events([{"auditID": int(line)} for line in lines])
@@ -194,6 +198,7 @@ def test_lines_are_encoded_as_events_come_and_bad_ones_left_out() -> None:
     sink, delegate, clock = make_coalescing(max_size=1, max_wait=0.0)
     assert sink.process_events([ev(1), ev(-2), ev(3)]) is True
     assert delegate.encoded == [1, -2, 3]  # before any pump
+    assert delegate.failures == ["cannot encode"]
     assert delegate.batches == []
     clock.advance(0)
     assert delegate.ids() == [[1, 3]]
