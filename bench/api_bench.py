@@ -99,10 +99,10 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def source_env() -> dict[str, str]:
+def source_env(tree: Path = REPO) -> dict[str, str]:
     """The working tree first on PYTHONPATH (``src`` and the root, for ``twisted/plugins``)."""
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO / "src"), str(REPO)])
+    env["PYTHONPATH"] = os.pathsep.join([str(tree / "src"), str(tree)])
     env["PYTHONUNBUFFERED"] = "1"
     return env
 
@@ -223,7 +223,13 @@ def audit_args(workdir: Path) -> list[str]:
     ]
 
 
-def daemon_command(port: int, workdir: Path, template: str = "", audit: bool = False) -> list[str]:
+def daemon_command(
+    port: int,
+    workdir: Path,
+    template: str = "",
+    audit: bool = False,
+    extra: Sequence[str] = (),
+) -> list[str]:
     """``twistd apiserver`` as tests/integration/daemon.py starts it, on a fresh data dir.
 
     ``template`` (``--server-cmd``) replaces it: a shell-like command line in which
@@ -259,22 +265,31 @@ def daemon_command(port: int, workdir: Path, template: str = "", audit: bool = F
         "--authorization-mode=ABAC",
         f"--authorization-policy-file={policy}",
         *(audit_args(workdir) if audit else ()),
+        *extra,
     ]
 
 
 def start_daemon(
-    procs: Processes, workdir: Path, template: str = "", audit: bool = False
+    procs: Processes,
+    workdir: Path,
+    template: str = "",
+    audit: bool = False,
+    extra: Sequence[str] = (),
+    tree: Path = REPO,
 ) -> Server:
-    """Start the API server on a free port and wait for ``/readyz``."""
+    """Start the API server on a free port and wait for ``/readyz``.
+
+    ``extra`` flags are added to the command line; ``tree`` is the source tree whose
+    ``src`` is imported (another checkout, to compare two builds)."""
     workdir.mkdir(parents=True, exist_ok=True)
     port = free_port()
     log_path = workdir / "daemon.log"
     with open(log_path, "ab") as log:
         proc = procs.start(
-            daemon_command(port, workdir, template, audit),
+            daemon_command(port, workdir, template, audit, extra),
             stdout=log,
             stderr=subprocess.STDOUT,
-            env=source_env(),
+            env=source_env(tree),
             cwd=workdir,
         )
     server = Server("apiserver", port, proc, log_path)

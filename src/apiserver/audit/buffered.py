@@ -3,7 +3,7 @@
 Follows k8s.io/apiserver ``plugin/pkg/audit/buffered/buffered.go``, with the goroutine and
 channel replaced by a queue and timers on the injected clock:
 
-- ``process_events`` never waits: events are copied into a queue of
+- ``process_events`` never waits: events are put in a queue of
   ``--audit-<b>-batch-buffer-size`` events; when it is full the event and the rest of the call
   are dropped, counted under the plugin ``buffered`` and logged ``audit buffer queue blocked``
   (here at most once a second, with the number dropped since, instead of once per call). The
@@ -15,6 +15,17 @@ channel replaced by a queue and timers on the injected clock:
 - With ``--audit-<b>-batch-throttle-enable`` each batch takes a token of a bucket refilled at
   ``--audit-<b>-batch-throttle-qps`` holding ``--audit-<b>-batch-throttle-burst`` tokens, full
   at first (client-go ``flowcontrol.NewTokenBucketRateLimiter``; ``Accept`` waits for a token).
+- Upstream deep-copies each event because its filter keeps changing the one event it has for
+  the next stage; here the filter renders a new event per stage and never changes one it sent
+  (the :class:`~apiserver.audit.interface.Sink` contract), so the queue holds them as they are.
+- With ``lines`` (the log backend, a :class:`~apiserver.audit.interface.LineSink`, whose
+  batches are only lines appended to a file) each event is encoded as it comes, while it is
+  still in the processor's cache, and the queue holds its line; every batch that is due is
+  then handed over in one call, so a turn of the reactor that has many one-event batches due
+  (``--audit-log-batch-max-size`` is 1 by default) writes them with one ``write``: the file
+  gets the same lines in the same order. With a throttle, which counts batches, they keep
+  their size. An event that cannot be encoded is counted and logged by the backend then, as
+  it would be when written.
 - One batch is with the delegate at a time: the next is sent when the delegate answered (its
   Deferred fired). Upstream sends webhook batches concurrently; one at a time keeps the order
   of the records and bounds the memory a slow receiver can pin.
@@ -28,13 +39,14 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Sequence
+from typing import Any
 
 from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
-from apiserver.audit.interface import AuditEvent, AuditMetrics, BatchOptions, Sink
+from apiserver.audit.interface import AuditEvent, AuditMetrics, BatchOptions, LineSink, Sink
 
 __all__ = ["BufferedSink", "TokenBucket"]
 
@@ -69,21 +81,17 @@ class TokenBucket:
         return -self.tokens / self.qps
 
 
-def _copy(event: AuditEvent) -> AuditEvent:
-    """Upstream deep-copies each event because the filter keeps changing it for the next
-    stage; the filter changes top-level fields and the annotations, so those are copied."""
-    copy = dict(event)
-    annotations = copy.get("annotations")
-    if annotations is not None:
-        copy["annotations"] = dict(annotations)
-    return copy
-
-
 class BufferedSink:
     """``buffered.NewBackend``: batches events for ``delegate`` (see the module docstring)."""
 
     def __init__(
-        self, delegate: Sink, options: BatchOptions, clock: IReactorTime, metrics: AuditMetrics
+        self,
+        delegate: Sink,
+        options: BatchOptions,
+        clock: IReactorTime,
+        metrics: AuditMetrics,
+        *,
+        lines: LineSink | None = None,
     ) -> None:
         self.delegate = delegate
         self.name = delegate.name
@@ -97,14 +105,20 @@ class BufferedSink:
             if options.throttle_enable
             else None
         )
+        #: Queue encoded lines, and hand every due batch over in one call (see the module
+        #: docstring).
+        self.lines = lines
+        self.coalesce = lines is not None and self.bucket is None
         # (time queued, event), oldest first.
-        self.queue: deque[tuple[float, AuditEvent]] = deque()
+        self.queue: deque[tuple[float, Any]] = deque()
         self.started = False
         self.accepting = True
         self.draining = False
         self.in_flight = False
         self.pumping = False
         self.token_reserved = False
+        #: A pump is scheduled for the next turn of the reactor already.
+        self.due_now = False
         self.call: IDelayedCall | None = None
         self.dropped_unlogged = 0
         self.last_blocked_log: float | None = None
@@ -119,16 +133,36 @@ class BufferedSink:
             self._plugin_error(len(events), "audit backend shut down")
             return False
         queue = self.queue
+        lines = self.lines
+        if self.due_now and len(events) == 1 and len(queue) < self.buffer_size:
+            # The usual call under load: one event, and a pump already due (so every queued
+            # event is, and its queued time is never read).
+            if lines is None:
+                queue.append((0.0, events[0]))
+            else:
+                try:
+                    queue.append((0.0, lines.encode(events[0])))
+                except (TypeError, ValueError) as problem:
+                    lines.encode_failed(problem)
+            return True
         now = self.clock.seconds()
         was_empty = not queue
         for index, event in enumerate(events):
             if len(queue) >= self.buffer_size:
                 self._blocked(len(events) - index)
                 break
-            queue.append((now, _copy(event)))
+            if lines is None:
+                queue.append((now, event))
+            else:
+                try:
+                    queue.append((now, lines.encode(event)))
+                except (TypeError, ValueError) as problem:
+                    lines.encode_failed(problem)
         if self.started and queue:
             if len(queue) >= self.max_size or self.max_size == 1:
-                self._schedule(0.0)
+                if not self.due_now:
+                    self.due_now = True
+                    self._schedule(0.0)
             elif was_empty:
                 self._schedule(self.max_wait)
         return True
@@ -170,6 +204,7 @@ class BufferedSink:
         call, self.call = self.call, None
         if call is not None and call.active():
             call.cancel()
+        self.due_now = False
         self.pumping = True
         try:
             self._send_due()
@@ -195,12 +230,24 @@ class BufferedSink:
                     return
             self.token_reserved = False
             count = min(self.max_size, len(queue))
+            if self.coalesce and count < len(queue):
+                # Every full batch is due, and the partial last one if its wait is over.
+                full = len(queue) - len(queue) % self.max_size
+                due = full == len(queue) or self.draining or self._oldest_due(full)
+                count = len(queue) if due else full
             self._send([queue.popleft()[1] for _ in range(count)])
 
-    def _send(self, batch: list[AuditEvent]) -> None:
+    def _oldest_due(self, index: int) -> bool:
+        """Whether the event at ``index`` has waited ``max_wait``."""
+        return self.queue[index][0] + self.max_wait <= self.clock.seconds()
+
+    def _send(self, batch: list[Any]) -> None:
         self.in_flight = True
         try:
-            answer = self.delegate.process_events(batch)
+            if self.lines is not None:
+                answer: bool | Deferred[bool] = self.lines.write_lines(batch)
+            else:
+                answer = self.delegate.process_events(batch)
         except Exception:
             log.failure("audit backend {name} failed on a batch", name=self.name)
             answer = False

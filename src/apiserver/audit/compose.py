@@ -25,7 +25,7 @@ from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IReactorTime
 
 from apiserver.audit.buffered import BufferedSink
-from apiserver.audit.interface import AuditEvent, AuditMetrics, BackendOptions, Sink
+from apiserver.audit.interface import AuditEvent, AuditMetrics, BackendOptions, LineSink, Sink
 from apiserver.audit.truncate import TruncatingSink
 
 __all__ = ["IgnoreErrorsSink", "wrap"]
@@ -60,17 +60,25 @@ class IgnoreErrorsSink:
 
 
 def wrap(
-    delegate: Sink, options: BackendOptions, clock: IReactorTime, metrics: AuditMetrics
+    delegate: Sink,
+    options: BackendOptions,
+    clock: IReactorTime,
+    metrics: AuditMetrics,
+    *,
+    lines: LineSink | None = None,
 ) -> Sink:
     """The backend as the server uses it: the mode's wrapper, then truncation outermost
     (``newBackend`` in k8s.io/apiserver ``pkg/server/options/audit.go``).
 
     As there, truncation sees what the filter sends (usually one event per call) and splits
     only those calls; in batch mode the buffered backend then batches by event count.
+    ``lines`` is the delegate again when its events are independent lines (the log
+    backend): batch mode then encodes each event as it comes and writes every due batch at
+    once (see :mod:`apiserver.audit.buffered`).
     """
     sink: Sink
     if options.mode == "batch":
-        sink = BufferedSink(delegate, options.batch, clock, metrics)
+        sink = BufferedSink(delegate, options.batch, clock, metrics, lines=lines)
     elif options.mode == "blocking":
         sink = IgnoreErrorsSink(delegate)
     else:

@@ -13,7 +13,7 @@ Follows k8s.io/apiserver ``pkg/endpoints/filters/audit.go`` (``WithAudit``) and
 3. The answer's code (and, for a Status answer, its status, message, reason and details) is
    noted when the response starts; a long-running request (watch) sends ``ResponseStarted``
    then.
-4. ``ResponseComplete`` is sent when the request finishes (``notifyFinish``). A request that
+4. ``ResponseComplete`` is sent when the request finishes (``when_finished``). A request that
    ends with nothing written records ``{"code":200,"status":"Success","message":"Connection
    closed early"}`` (and a long-running one sends the missing ``ResponseStarted`` first).
    A request whose stage or handler raised (Go: panicked; ``App._internal_error`` notes it in
@@ -53,7 +53,7 @@ from apiserver.audit.event import (
 from apiserver.audit.interface import AuditMetrics, Level, Sink
 from apiserver.audit.policy import AuditConfig, Policy
 from apiserver.auth.filter import internal_error_response
-from apiserver.http.app import RequestInfo, Verdict
+from apiserver.http.app import RequestInfo, Verdict, when_finished
 from apiserver.http.request import HTTPRequest
 from apiserver.http.response import Response
 
@@ -65,6 +65,7 @@ STORE_FAILED = "failed to store audit event"
 _OBJECT_VERBS = frozenset({"create", "update"})
 #: Verbs whose body is kept from Request on (a patch, DeleteOptions).
 _BODY_VERBS = frozenset({"patch", "delete", "deletecollection"})
+_BODY_LOGGING_VERBS = _OBJECT_VERBS | _BODY_VERBS
 
 
 class FilterMetrics(AuditMetrics, Protocol):
@@ -90,6 +91,7 @@ class AuditStage:
     ) -> None:
         self.policy = policy
         self.sinks = tuple(sinks)
+        self._only = self.sinks[0] if len(self.sinks) == 1 else None
         self.clock = clock
         self.metrics = metrics
 
@@ -112,7 +114,8 @@ class AuditStage:
             omit_managed_fields=config.omit_managed_fields,
             user=info.authenticated_user or info.user,
         )
-        self._read_request_object(request, record, level)
+        if record.verb in _BODY_LOGGING_VERBS:
+            self._read_request_object(request, record, level)
         accepted = self._send(record, config, "RequestReceived")
         if accepted is True:
             self._observe(request, record, config, info.long_running)
@@ -173,17 +176,23 @@ class AuditStage:
 
         def audited_write(data: bytes) -> None:
             # Only the first write matters: then the wrapper goes (it and the request refer
-            # to each other).
-            vars(request).pop("write", None)
+            # to each other), and the class's ``write`` shows again.
+            del request.write
             if not record.started:
-                self._response_started(request, record, config, long_running, data)
+                # A long-running answer streams: only its code is noted (kube logs no
+                # object).
+                record.log_response(request.code, None if long_running else data)
+                if long_running:
+                    self._send(record, config, "ResponseStarted")
             write(data)
 
         request.write = audited_write  # type: ignore[method-assign]
 
         def finished(result: object) -> None:
-            # Drop the wrapper: it and the request refer to each other.
-            vars(request).pop("write", None)
+            if not record.started:
+                # Nothing was written: drop the wrapper (it and the request refer to each
+                # other).
+                vars(request).pop("write", None)
             panic = record.info.panic
             if panic is not None:
                 # WithAudit's recover(): stage Panic replaces ResponseComplete, and no
@@ -203,7 +212,11 @@ class AuditStage:
                     self._response_started(request, record, config, long_running, None)
             self._send(record, config, "ResponseComplete")
 
-        request.notifyFinish().addBoth(finished)
+        hooks = record.info.finish_hooks
+        if hooks is not None:
+            hooks.append(finished)  # when_finished, inlined
+        else:
+            when_finished(request, record.info, finished)
 
     def _response_started(
         self,
@@ -266,6 +279,20 @@ class AuditStage:
         event = record.event(stage, self.clock.seconds())
         self.metrics.event(record.level)
         events = (event,)
+        only = self._only
+        if only is not None:
+            # One backend (the usual case): its answer is the answer.
+            try:
+                answer = only.process_events(events)
+            except Exception:
+                log.failure("audit backend {name} failed", name=only.name)
+                return False
+            # ``is True`` first: Deferred is an ABC, so isinstance against it is slow.
+            if answer is True:
+                return True
+            if isinstance(answer, Deferred):
+                return answer.addErrback(_sink_failed, only.name)
+            return bool(answer)
         accepted = True
         waiting: list[Deferred[bool]] = []
         for sink in self.sinks:

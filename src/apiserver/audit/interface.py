@@ -19,7 +19,7 @@ each can be built and tested alone:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import attrs
@@ -49,6 +49,10 @@ class Sink(Protocol):
     bool. Blocking-strict mode fails the request when the answer at ``RequestReceived`` is
     False (``failed to store audit event``); other modes only count the failure.
 
+    Events are values once sent: the sender never changes an event it passed, and a sink
+    that needs a different event (truncation) makes a new one. So a sink may keep them (a
+    batch queue) without copying.
+
     ``start`` begins background work (batch timers); ``shutdown`` stops accepting events,
     delivers what is queued (the graceful shutdown loses no acknowledged request's record)
     and fires when done. Both are called by the server's service tree, never at build.
@@ -62,6 +66,22 @@ class Sink(Protocol):
     def start(self) -> None: ...
 
     def shutdown(self) -> Deferred[None]: ...
+
+
+class LineSink(Sink, Protocol):
+    """A :class:`Sink` whose events are independent lines appended somewhere (the log
+    backend), so batch mode may encode each event as it comes, while its objects are still
+    in the processor's cache, and hand any number of lines over in one call."""
+
+    @property
+    def encode(self) -> Callable[[AuditEvent], bytes]:
+        """The event's line; raises TypeError or ValueError when it cannot be encoded."""
+
+    def encode_failed(self, problem: Exception) -> None:
+        """Count and log an event that :attr:`encode` refused."""
+
+    def write_lines(self, lines: Sequence[bytes]) -> bool:
+        """Append the lines; False (counted and logged) when some were not written."""
 
 
 class AuditMetrics(Protocol):

@@ -491,7 +491,9 @@ class LogSink:
         self.path = path
         self.fmt = fmt
         self.metrics = metrics
-        self.encode = _legacy_line if fmt == "legacy" else encode_event
+        self.encode: Callable[[AuditEvent], bytes] = (
+            _legacy_line if fmt == "legacy" else encode_event
+        )
         self.file = None if path == "-" else RotatingFile(path, rotation, clock, run_in_thread)
 
     def start(self) -> None:
@@ -516,37 +518,47 @@ class LogSink:
 
     def process_events(self, events: Sequence[AuditEvent]) -> bool:
         lines: list[bytes] = []
-        failed = 0
-        error: str | None = None
+        encoded = True
         encode = self.encode
         for event in events:
             try:
                 lines.append(encode(event))
             except (TypeError, ValueError) as problem:
-                failed += 1
-                error = str(problem)
-        if lines:
-            if self.file is None:
-                try:
-                    _write_all(1, b"".join(lines))
-                except OSError as problem:
-                    failed += len(lines)
-                    error = _go_error("write", "/dev/stdout", problem)
-            else:
-                failed_writes, write_error = self.file.write_lines(lines)
-                if failed_writes:
-                    failed += failed_writes
-                    error = write_error
+                self.encode_failed(problem)
+                encoded = False
+        written = self.write_lines(lines) if lines else True
+        return encoded and written
+
+    def encode_failed(self, problem: Exception) -> None:
+        """An event that could not be encoded, counted and logged."""
+        self._failed(1, str(problem))
+
+    def write_lines(self, lines: Sequence[bytes]) -> bool:
+        """Append encoded lines; False, counted and logged, when some were not written."""
+        failed = 0
+        error: str | None = None
+        if self.file is None:
+            try:
+                _write_all(1, b"".join(lines))
+            except OSError as problem:
+                failed = len(lines)
+                error = _go_error("write", "/dev/stdout", problem)
+        else:
+            failed, error = self.file.write_lines(lines)
         if failed:
-            self.metrics.error(PLUGIN_NAME, failed)
-            log.error(
-                "Error in audit plugin '{plugin}' affecting {count} audit events: {error}",
-                plugin=PLUGIN_NAME,
-                count=failed,
-                error=error,
-            )
+            self._failed(failed, error)
             return False
         return True
+
+    def _failed(self, count: int, error: str | None) -> None:
+        """``audit.HandlePluginError`` for the plugin ``log``."""
+        self.metrics.error(PLUGIN_NAME, count)
+        log.error(
+            "Error in audit plugin '{plugin}' affecting {count} audit events: {error}",
+            plugin=PLUGIN_NAME,
+            count=count,
+            error=error,
+        )
 
     def shutdown(self) -> Deferred[None]:
         """Close the file once old backups are milled (compressed)."""
@@ -623,4 +635,4 @@ def build_log_backend(
         compress=config.audit_log_compress,
     )
     sink = LogSink(path, cast(Format, fmt), rotation, clock, metrics, thread_runner(clock))
-    return wrap(sink, backend_options(config, "log"), clock, metrics)
+    return wrap(sink, backend_options(config, "log"), clock, metrics, lines=sink)

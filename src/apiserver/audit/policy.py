@@ -90,6 +90,10 @@ class Policy:
     omit_managed_fields: bool = False
     _configs: tuple[AuditConfig, ...] = attrs.field(init=False, repr=False, eq=False)
     _default: AuditConfig = attrs.field(init=False, repr=False, eq=False)
+    _pairs: tuple[tuple[PolicyRule, AuditConfig], ...] = attrs.field(
+        init=False, repr=False, eq=False
+    )
+    _fallback: AuditConfig = attrs.field(init=False, repr=False, eq=False)
 
     def __attrs_post_init__(self) -> None:
         configs = tuple(
@@ -109,6 +113,17 @@ class Policy:
             self.omit_managed_fields,
         )
         object.__setattr__(self, "_default", default)
+        # Rules after one that matches every request are never reached: evaluation stops
+        # before it and answers its config (a catch-all rule, usually the last, or the
+        # only one, as in "audit everything at Metadata").
+        pairs = tuple(zip(self.rules, configs, strict=True))
+        fallback = default
+        for index, rule in enumerate(self.rules):
+            if _matches_everything(rule):
+                pairs, fallback = pairs[:index], configs[index]
+                break
+        object.__setattr__(self, "_pairs", pairs)
+        object.__setattr__(self, "_fallback", fallback)
 
     def evaluate(self, user: UserInfo | None, info: RequestInfo) -> AuditConfig:
         """``EvaluatePolicyRule``: the first rule that matches the request, else level None.
@@ -116,10 +131,22 @@ class Policy:
         ``user`` is None for a request that failed authentication (rules naming users or
         groups then never match).
         """
-        for rule, config in zip(self.rules, self._configs, strict=True):
+        for rule, config in self._pairs:
             if rule_matches(rule, user, info):
                 return config
-        return self._default
+        return self._fallback
+
+
+def _matches_everything(rule: PolicyRule) -> bool:
+    """A rule without any condition (``ruleMatches`` is true for every request)."""
+    return not (
+        rule.users
+        or rule.user_groups
+        or rule.verbs
+        or rule.resources
+        or rule.namespaces
+        or rule.non_resource_urls
+    )
 
 
 def rule_matches(rule: PolicyRule, user: UserInfo | None, info: RequestInfo) -> bool:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Mapping
+from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
@@ -27,7 +28,7 @@ from apiserver.flowcontrol.classifier import Classifier, FlowSchema, compile_flo
 from apiserver.flowcontrol.queueset import QueueSet, Waiting, flow_hash
 from apiserver.flowcontrol.retry import DroppedRequests
 from apiserver.gocompat.duration import parse_go_duration
-from apiserver.http.app import RequestInfo, Verdict
+from apiserver.http.app import RequestInfo, Verdict, when_finished
 from apiserver.http.response import Response
 
 if TYPE_CHECKING:
@@ -265,14 +266,14 @@ class PriorityAndFairness:
                 queues.release(seats)
                 return None
             stats.executing += 1
-            request.notifyFinish().addBoth(
-                self._finished, queues, seats, stats, self.clock.seconds()
+            when_finished(
+                request, info, partial(self._finished, queues, seats, stats, self.clock.seconds())
             )
             return None
         return self._wait(request, info, schema, level, queues, seats, stats, name)
 
     def _finished(
-        self, result: object, queues: QueueSet, seats: int, stats: SchemaStats, started: float
+        self, queues: QueueSet, seats: int, stats: SchemaStats, started: float, result: object
     ) -> None:
         stats.executing -= 1
         stats.run.observe(self.clock.seconds() - started)

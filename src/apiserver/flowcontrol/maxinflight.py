@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from apiserver.flowcontrol.apf import Terminations, too_many_requests
-from apiserver.http.app import RequestInfo, Verdict
+from apiserver.http.app import RequestInfo, Verdict, when_finished
 
 if TYPE_CHECKING:
     from apiserver.http.request import HTTPRequest
@@ -53,7 +53,7 @@ class MaxInFlight:
                 return None
             if self.read_only < limit:
                 self.read_only += 1
-                request.notifyFinish().addBoth(self._read_only_done)
+                when_finished(request, info, self._read_only_done)
                 return None
             kind = "readOnly"
         else:
@@ -62,7 +62,7 @@ class MaxInFlight:
                 return None
             if self.mutating < limit:
                 self.mutating += 1
-                request.notifyFinish().addBoth(self._mutating_done)
+                when_finished(request, info, self._mutating_done)
                 return None
             kind = "mutating"
         user = info.user

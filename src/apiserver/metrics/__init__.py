@@ -162,6 +162,8 @@ class Metrics:
             "Counter of apiserver requests rejected due to an error in audit logging backend.",
             (),
         )
+        #: Run before each exposition (see :meth:`before_collect`).
+        self._before_collect: list[Callable[[], None]] = []
         self._inflight = {"readOnly": 0, "mutating": 0}
         # prometheus-client's ``labels()`` validates and locks on every call; the children
         # are fixed per label set (their number is the metric's cardinality), so they are
@@ -225,11 +227,21 @@ class Metrics:
                 return Response(
                     200, (("Content-Type", "text/plain; charset=utf-8"),), b"metrics reset\n"
                 )
-            return Response(
-                200, (("Content-Type", CONTENT_TYPE_LATEST),), generate_latest(self.registry)
-            )
+            return Response(200, (("Content-Type", CONTENT_TYPE_LATEST),), self.exposition())
 
         return handle
+
+    def before_collect(self, hook: Callable[[], None]) -> None:
+        """Run ``hook`` before each exposition: a recorder that counts in plain integers on
+        a hot path (prometheus-client takes a lock per increment) adds them to its metrics
+        then."""
+        self._before_collect.append(hook)
+
+    def exposition(self) -> bytes:
+        """The registry in Prometheus text, with every pending count added first."""
+        for hook in self._before_collect:
+            hook()
+        return bytes(generate_latest(self.registry))
 
     def reset(self) -> None:
         """``DELETE /metrics`` (with profiling on): start the counters anew."""
@@ -243,7 +255,11 @@ class Metrics:
 class AuditRecorder:
     """The audit metrics of :class:`Metrics` (``apiserver.audit.interface.AuditMetrics``, and
     the filter's per-request ``policy_level``), as ``pkg/audit/metrics.go`` records them.
-    Label children are looked up once per value (four levels, two plugins).
+
+    The two counts made for every request (its policy level, and each event sent) are kept
+    in plain integers and added to the prometheus-client metrics before each exposition
+    (:meth:`Metrics.before_collect`): an increment of those takes a lock, and they were a
+    measurable part of an audited request. Label children are looked up once per value.
     """
 
     def __init__(self, metrics: Metrics) -> None:
@@ -251,19 +267,28 @@ class AuditRecorder:
         self._errors = metrics.audit_errors
         self._rejected = metrics.audit_rejected
         self._level_metric = metrics.audit_levels
-        self._levels: dict[str, Any] = {}
         self._plugins: dict[str, Any] = {}
+        self._pending_events = 0
+        self._pending_levels: dict[str, int] = {}
+        metrics.before_collect(self.flush)
 
     def event(self, level: str) -> None:
         """``ObserveEvent``: one event sent to the backends."""
-        self._events.inc()
+        self._pending_events += 1
 
     def policy_level(self, level: str) -> None:
         """``ObservePolicyLevel``: one request's level, None included."""
-        child = self._levels.get(level)
-        if child is None:
-            child = self._levels[level] = self._level_metric.labels(level)
-        child.inc()
+        levels = self._pending_levels
+        levels[level] = levels.get(level, 0) + 1
+
+    def flush(self) -> None:
+        """Add the pending counts to the metrics."""
+        if self._pending_events:
+            self._events.inc(self._pending_events)
+            self._pending_events = 0
+        levels, self._pending_levels = self._pending_levels, {}
+        for level, count in levels.items():
+            self._level_metric.labels(level).inc(count)
 
     def error(self, plugin: str, count: int) -> None:
         """``HandlePluginError``: ``count`` events a backend failed to write or dropped."""

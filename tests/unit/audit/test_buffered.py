@@ -153,15 +153,113 @@ def test_max_size_one_sends_each_event_on_the_next_turn() -> None:
     assert delegate.ids() == [[1], [2], [3]]
 
 
-def test_events_are_copied() -> None:
+def test_events_are_queued_as_sent_without_copies() -> None:
+    # The filter never changes an event it sent (the Sink contract), so no copy is made.
     sink, delegate, clock, _ = make(max_size=1)
-    event = ev(1) | {"annotations": {"a": "1"}, "stage": "RequestReceived"}
+    event = ev(1) | {"annotations": {"a": "1"}}
     sink.process_events([event])
-    event["stage"] = "ResponseComplete"
-    event["annotations"]["b"] = "2"
     clock.advance(0)
-    assert delegate.batches[0][0]["stage"] == "RequestReceived"
-    assert delegate.batches[0][0]["annotations"] == {"a": "1"}
+    assert delegate.batches[0][0] is event
+
+
+class LineRecorder(Recorder):
+    """A line backend (``LineSink``): events become lines when queued; ``write_lines``
+    records each call as a batch. An event whose auditID is negative cannot be encoded."""
+
+    def __init__(self, defer: bool = False) -> None:
+        super().__init__(defer)
+        self.encoded: list[Any] = []
+        self.failures: list[str] = []
+
+    def encode(self, event: AuditEvent) -> bytes:
+        self.encoded.append(event["auditID"])
+        if event["auditID"] < 0:
+            raise ValueError("cannot encode")
+        return str(event["auditID"]).encode()
+
+    def encode_failed(self, problem: Exception) -> None:
+        self.failures.append(str(problem))
+
+    def write_lines(self, lines: Sequence[bytes]) -> Any:
+        return self.process_events([{"auditID": int(line)} for line in lines])
+
+
+def make_coalescing(
+    delegate: LineRecorder | None = None, **kw: Any
+) -> tuple[BufferedSink, LineRecorder, Clock]:
+    clock = Clock()
+    delegate = delegate or LineRecorder()
+    sink = BufferedSink(delegate, options(**kw), clock, Metrics(), lines=delegate)
+    sink.start()
+    return sink, delegate, clock
+
+
+def test_lines_are_encoded_as_events_come_and_bad_ones_left_out() -> None:
+    sink, delegate, clock = make_coalescing(max_size=1, max_wait=0.0)
+    assert sink.process_events([ev(1), ev(-2), ev(3)]) is True
+    assert delegate.encoded == [1, -2, 3]  # before any pump
+    assert delegate.failures == ["cannot encode"]
+    assert delegate.batches == []
+    clock.advance(0)
+    assert delegate.ids() == [[1, 3]]
+
+
+def test_coalescing_hands_every_due_batch_over_in_one_call() -> None:
+    # The log backend: three one-event batches due on the same turn are one write.
+    sink, delegate, clock = make_coalescing(max_size=1, max_wait=0.0)
+    sink.process_events([ev(1)])
+    sink.process_events([ev(2)])
+    sink.process_events([ev(3)])
+    assert delegate.batches == []
+    assert len(clock.getDelayedCalls()) == 1  # one pump scheduled, not one per event
+    clock.advance(0)
+    assert delegate.ids() == [[1, 2, 3]]
+    sink.process_events([ev(4)])
+    clock.advance(0)
+    assert delegate.ids() == [[1, 2, 3], [4]]
+
+
+def test_coalescing_keeps_a_partial_batch_until_its_wait_is_over() -> None:
+    sink, delegate, clock = make_coalescing(max_size=2, max_wait=5.0)
+    sink.process_events([ev(1), ev(2), ev(3), ev(4), ev(5)])
+    clock.advance(0)
+    assert delegate.ids() == [[1, 2, 3, 4]]  # the two full batches; 5 waits
+    clock.advance(4.9)
+    assert delegate.ids() == [[1, 2, 3, 4]]
+    clock.advance(0.1)
+    assert delegate.ids() == [[1, 2, 3, 4], [5]]
+
+
+def test_coalescing_sends_a_partial_batch_with_the_full_ones_once_it_is_due() -> None:
+    # Events pile up while a batch is with a slow delegate; when it answers, the full
+    # batches and the partial one whose wait is over leave together.
+    sink, delegate, clock = make_coalescing(LineRecorder(defer=True), max_size=3, max_wait=5.0)
+    sink.process_events([ev(1), ev(2), ev(3)])
+    clock.advance(0)
+    assert delegate.ids() == [[1, 2, 3]]
+    sink.process_events([ev(4), ev(5), ev(6), ev(7)])
+    clock.advance(6)  # 7's wait is over, but a batch is still in flight
+    assert delegate.ids() == [[1, 2, 3]]
+    delegate.pending[0].callback(True)
+    assert delegate.ids() == [[1, 2, 3], [4, 5, 6, 7]]
+
+
+def test_coalescing_drains_everything_on_shutdown() -> None:
+    sink, delegate, _ = make_coalescing(max_size=2, max_wait=60.0)
+    sink.process_events([ev(1), ev(2), ev(3)])
+    done = sink.shutdown()
+    assert delegate.ids() == [[1, 2, 3]]
+    assert done.called and delegate.shut
+
+
+def test_a_throttle_turns_coalescing_off() -> None:
+    # The throttle counts batches, so they keep their size.
+    sink, delegate, clock = make_coalescing(
+        max_size=1, max_wait=0.0, throttle_enable=True, throttle_qps=100.0, throttle_burst=10
+    )
+    sink.process_events([ev(1), ev(2)])
+    clock.advance(0)
+    assert delegate.ids() == [[1], [2]]
 
 
 def test_full_buffer_drops_counts_and_logs_rate_limited(caplog_twisted: list[str]) -> None:

@@ -472,6 +472,69 @@ def test_annotations_of_the_authenticator_are_on_every_event() -> None:
     assert "authentication.k8s.io/stale-token" not in h2.sink.events[-1]["annotations"]
 
 
+def test_an_event_never_changes_once_sent() -> None:
+    # The Sink contract the batch queue relies on (it keeps events without copying them).
+    import copy
+
+    class Snapshots(RecordingSink):
+        def __init__(self) -> None:
+            super().__init__()
+            self.snapshots: list[AuditEvent] = []
+
+        def process_events(self, events: Sequence[AuditEvent]) -> Any:
+            self.snapshots.extend(copy.deepcopy(list(events)))
+            return super().process_events(events)
+
+    sink = Snapshots()
+    h = Harness(sinks=[sink])
+    h.serve(h.request(b"GET", BASE + "/missing"))
+    h.serve(h.request(b"POST", BASE, body=b'{"metadata":{"name":"e1"}}'))
+    h.serve(h.request(b"GET", BASE + "/missing"))  # the same user again: shared parts
+    h.serve(h.request(b"GET", BASE + "?watch=1")).lose()
+    assert len(sink.events) == 9
+    assert sink.events == sink.snapshots
+
+
+class _CountingMetrics:
+    """Request bookkeeping, so the chain waits for the end of each request itself and
+    audit's finish hook rides on it (``when_finished``)."""
+
+    def __init__(self) -> None:
+        self.finished = 0
+
+    def request_started(self, info: RequestInfo) -> None:
+        pass
+
+    def request_finished(self, info: RequestInfo, code: int, seconds: float) -> None:
+        self.finished += 1
+
+
+@pytest.mark.parametrize("bookkeeping", [False, True])
+def test_an_audited_request_leaves_no_cyclic_garbage(bookkeeping: bool) -> None:
+    # A reference cycle per request (say the finish hook holding the request info that
+    # holds the hook) would leave every request's objects to the cyclic collector:
+    # measured at a fifth more CPU per audited GET.
+    import gc
+
+    h = Harness()
+    counting = _CountingMetrics()
+    if bookkeeping:
+        h.app.metrics = counting
+    h.serve(h.request(b"GET", BASE + "/missing"))
+    gc.collect()
+    gc.disable()
+    try:
+        for _ in range(20):
+            h.serve(h.request(b"GET", BASE + "/missing"))
+            h.serve(h.request(b"POST", BASE, body=b'{"metadata":{"name":"e1"}}'))
+        found = gc.collect()
+    finally:
+        gc.enable()
+    assert found == 0
+    assert len(h.sink.events) == 2 * 41
+    assert counting.finished == (41 if bookkeeping else 0)
+
+
 def test_omitted_stages_are_not_sent() -> None:
     h = Harness(POLICY.replace("rules:", "omitStages: [RequestReceived]\nrules:"))
     h.serve(h.request(b"GET", BASE + "/e1"))

@@ -341,3 +341,24 @@ def test_omit_stages_are_unioned_and_omit_managed_fields_defaults_to_the_policy(
     assert Policy((PolicyRule("Metadata", verbs=frozenset({"x"})),), ("Panic",), True).evaluate(
         ALICE, info("GET", EVENT)
     ) == AuditConfig("None", frozenset({"Panic"}), True)
+
+
+def test_rules_after_a_catch_all_are_never_reached() -> None:
+    # Evaluation stops at the first rule without conditions, as ruleMatches would.
+    policy = load_policy_bytes(
+        (
+            HEAD + "omitStages: [RequestReceived]\nrules:\n"
+            "- level: None\n  users: [bob]\n"
+            "- level: Metadata\n  omitStages: [ResponseStarted]\n"
+            "- level: RequestResponse\n"
+        ).encode()
+    )
+    assert level(policy, BOB, info("GET", EVENT)) == "None"
+    metadata = policy.evaluate(ALICE, info("GET", EVENT))
+    assert metadata.level == "Metadata"
+    assert metadata.omit_stages == frozenset({"RequestReceived", "ResponseStarted"})
+    assert level(policy, None, info("GET", "/healthz")) == "Metadata"
+    # Only a catch-all: every request, its config.
+    only = load_policy_bytes((HEAD + "rules:\n- level: Request\n").encode())
+    assert level(only, None, info("POST", EVENTS)) == "Request"
+    assert level(only, ALICE, info("GET", "/livez")) == "Request"
