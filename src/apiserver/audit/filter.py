@@ -171,28 +171,45 @@ class AuditStage:
         config: AuditConfig,
         long_running: bool,
     ) -> None:
-        """Note the answer when it starts; send ResponseComplete when the request ends."""
-        write = request.write
+        """Note the answer when it starts (a long-running one) or ends; send
+        ResponseComplete when the request ends.
 
-        def audited_write(data: bytes) -> None:
-            # Only the first write matters: then the wrapper goes (it and the request refer
-            # to each other), and the class's ``write`` shows again.
-            del request.write
-            if not record.started:
-                # A long-running answer streams: only its code is noted (kube logs no
-                # object).
-                record.log_response(request.code, None if long_running else data)
-                if long_running:
+        Only a long-running answer (a watch) is watched as it starts, by replacing
+        ``request.write`` for this request: its ResponseStarted goes out when its first
+        bytes do. Any other answer is whole when the request finishes, so its code and, when
+        the chain wrote it (``RequestInfo.answer``), its body are read then."""
+        if long_running:
+            write = request.write
+
+            def audited_write(data: bytes) -> None:
+                # Only the first write matters: then the wrapper goes (it and the request
+                # refer to each other), and the class's ``write`` shows again.
+                del request.write
+                if not record.started:
+                    # A streamed answer: only its code is noted (kube logs no object).
+                    record.log_response(request.code, None)
                     self._send(record, config, "ResponseStarted")
-            write(data)
+                write(data)
 
-        request.write = audited_write  # type: ignore[method-assign]
+            request.write = audited_write  # type: ignore[method-assign]
 
         def finished(result: object) -> None:
-            if not record.started:
+            if long_running and not record.started:
                 # Nothing was written: drop the wrapper (it and the request refer to each
                 # other).
                 vars(request).pop("write", None)
+            if not long_running and (
+                not isinstance(result, Failure) or getattr(request, "startedWriting", False)
+            ):
+                # The answer is whole (or, for a lost connection, its code went out).
+                answer = record.info.answer
+                # A HEAD answer has no body; a 204's neither.
+                body = (
+                    answer.body
+                    if answer is not None and answer.body and request.method != b"HEAD"
+                    else None
+                )
+                record.log_response(request.code, body)
             panic = record.info.panic
             if panic is not None:
                 # WithAudit's recover(): stage Panic replaces ResponseComplete, and no

@@ -105,6 +105,9 @@ class RequestInfo:
     #: Failure of a lost connection), once the chain registered for it: see
     #: :func:`when_finished`.
     finish_hooks: list[Callable[[object], None]] | None = None
+    #: The whole answer the chain wrote after the stages ran (a stage's refusal, the
+    #: handler's Response), for audit's ``responseStatus``; None for a streamed answer.
+    answer: Response | None = None
 
 
 def when_finished(request: HTTPRequest, info: RequestInfo, hook: Callable[[object], None]) -> None:
@@ -384,6 +387,7 @@ class App:
     ) -> None:
         """A stage answered (write it) or must wait (go on at ``resume_at`` once it fires)."""
         if isinstance(verdict, Response):
+            info.answer = verdict
             self.write(request, verdict)
             return
         verdict.addCallback(self._resume, request, info, resume_at)
@@ -396,6 +400,7 @@ class App:
         if request.finished or request._disconnected:
             return
         if verdict is not None:
+            info.answer = verdict
             self.write(request, verdict)
             return
         stages = self.stages
@@ -413,7 +418,8 @@ class App:
         """Route to the handler and write (or await) its answer."""
         handler = self.router.resolve(info.path)
         if handler is None:
-            self.write(request, not_found_status() if info.api else not_found_text())
+            info.answer = not_found_status() if info.api else not_found_text()
+            self.write(request, info.answer)
             return
         try:
             result = handler(request, info)
@@ -423,6 +429,7 @@ class App:
         if result is STREAMING:
             return
         if isinstance(result, Response):
+            info.answer = result
             self.write(request, result)
             return
         self._await(request, info, result)  # type: ignore[arg-type]
@@ -442,6 +449,7 @@ class App:
             if request.finished or request._disconnected:
                 return
             if isinstance(value, Response):
+                info.answer = value
                 self.write(request, value)
             elif value is not STREAMING:
                 self._internal_error(request, Failure(TypeError(f"bad result {value!r}")), info)
