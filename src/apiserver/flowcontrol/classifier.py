@@ -20,6 +20,9 @@ import attrs
 SA_PREFIX = "system:serviceaccount:"
 #: How many users' candidate lists are remembered before the memory starts over.
 USER_CACHE_SIZE = 4096
+#: Classifications remembered (see Classifier.classify); cleared when full.
+DECISION_CACHE_SIZE = 8192
+_UNDECIDED = object()
 
 
 def _set_or_all(values: Iterable[str], wildcard: str) -> frozenset[str] | None:
@@ -184,6 +187,7 @@ class Classifier:
             sorted(schemas, key=lambda s: (s.precedence, s.name))
         )
         self._by_user: dict[tuple[str, tuple[str, ...]], tuple[Candidate, ...]] = {}
+        self._decided: dict[tuple[Any, ...], FlowSchema | None] = {}
         self.catch_all = next((s for s in self.schemas if s.name == "catch-all"), None)
 
     def candidates(self, name: str, groups: tuple[str, ...]) -> tuple[Candidate, ...]:
@@ -216,17 +220,28 @@ class Classifier:
     ) -> FlowSchema | None:
         """The first schema whose subjects match the user and whose rules match the request
         (rule.go: a schema's rule must match both with the same ``PolicyRulesWithSubjects``)."""
+        # The answer depends only on these values, which repeat from request to request
+        # (the same clients ask for the same things): remembered, bounded, instead of testing
+        # the rules again each time.
+        key = (name, groups, resource_request, verb, group, resource, namespace, path)
+        decided = self._decided.get(key, _UNDECIDED)
+        if decided is not _UNDECIDED:
+            return decided  # type: ignore[return-value]
         found = self._by_user.get((name, groups))
         if found is None:
             found = self.candidates(name, groups)
+        schema_found = self.catch_all
         if resource_request:
             for schema, resource_rules, _ in found:
-                for rule in resource_rules:
-                    if rule.matches(verb, group, resource, namespace):
-                        return schema
+                if any(rule.matches(verb, group, resource, namespace) for rule in resource_rules):
+                    schema_found = schema
+                    break
         else:
             for schema, _, non_resource_rules in found:
-                for nrule in non_resource_rules:
-                    if nrule.matches(verb, path):
-                        return schema
-        return self.catch_all
+                if any(nrule.matches(verb, path) for nrule in non_resource_rules):
+                    schema_found = schema
+                    break
+        if len(self._decided) >= DECISION_CACHE_SIZE:
+            self._decided.clear()
+        self._decided[key] = schema_found
+        return schema_found

@@ -82,3 +82,34 @@ def test_candidates_are_remembered_per_user() -> None:
     first = CLASSIFIER.candidates("carol", (AUTH,))
     assert CLASSIFIER.candidates("carol", (AUTH,)) is first
     assert [c[0].name for c in first] == ["probes", "global-default", "catch-all"]
+
+
+def test_a_repeated_request_is_classified_from_memory_and_memory_is_bounded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import apiserver.flowcontrol.classifier as classifier_module
+
+    classifier = Classifier(
+        compile_flow_schema(obj)
+        for obj in flow_schema_objects("2026-01-01T00:00:00Z", lambda: f"uid-{next(_ids)}")
+    )
+    monkeypatch.setattr(classifier_module, "DECISION_CACHE_SIZE", 3)
+    request = ("alice", (AUTH,), True, "create", "events.k8s.io", "events", "default", "")
+    first = classifier.classify(*request)
+    assert first is not None and first.name == "global-default"
+    # Remembered: the rules are not consulted again for the same request.
+    classifier._by_user.clear()
+    monkeypatch.setattr(classifier, "candidates", lambda *a: pytest.fail("rules consulted"))
+    assert classifier.classify(*request) is first
+    monkeypatch.undo()
+    monkeypatch.setattr(classifier_module, "DECISION_CACHE_SIZE", 3)
+    for namespace in ("a", "b", "c", "d"):
+        classifier.classify("alice", (AUTH,), True, "get", "", "events", namespace, "")
+    assert len(classifier._decided) <= 3
+    # Every answer is still the rules' answer after the memory was cleared.
+    for case in CASES:
+        expected, user, groups, resource_request, verb, group, resource, ns, path = case
+        schema = classifier.classify(
+            user, groups, resource_request, verb, group, resource, ns, path
+        )
+        assert schema is not None and schema.name == expected
