@@ -29,11 +29,12 @@ develop: $(BIN)/python
 install-test: $(BIN)/python
 	$(BIN)/pip install --quiet '.[test]'
 
-# Debian's etcd-server is the real etcd the etcd3 backend is tested against.
+# Debian's etcd-server is the real etcd the etcd3 backend is tested against; etcd-client's
+# etcdctl puts kube-apiserver's exact bytes into it (tests/integration/test_protobuf.py).
 etcd:
-	@command -v etcd >/dev/null 2>&1 || { \
+	@{ command -v etcd && command -v etcdctl; } >/dev/null 2>&1 || { \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq etcd-server >/dev/null; }
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq etcd-server etcd-client >/dev/null; }
 	@etcd --version | head -1
 
 run: develop
