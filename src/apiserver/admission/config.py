@@ -30,6 +30,7 @@ from apiserver.admission.interface import Admission, Attributes, Operation
 from apiserver.admission.plugins import ACTING, NOT_APPLICABLE, enabled_plugin_names
 from apiserver.admission.plugins.always import AlwaysAdmitPlugin, AlwaysDenyPlugin
 from apiserver.admission.plugins.eventratelimit import ConfigError, EventRateLimit
+from apiserver.apimachinery.strict import load_yaml_noting_duplicates
 
 GROUP = "apiserver.config.k8s.io"
 API_VERSIONS = (f"{GROUP}/v1", f"{GROUP}/v1alpha1")
@@ -51,23 +52,6 @@ class PluginConfig:
     configuration: Mapping[str, Any] | None = None
 
 
-class _StrictLoader(yaml.SafeLoader):
-    duplicates: list[str]
-
-
-def _mapping(loader: _StrictLoader, node: yaml.MappingNode) -> dict[Any, Any]:
-    seen: set[Any] = set()
-    for key_node, _ in node.value:
-        key = loader.construct_object(key_node)
-        if key in seen:
-            loader.duplicates.append(str(key))
-        seen.add(key)
-    return dict(loader.construct_pairs(node, deep=True))
-
-
-_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping)
-
-
 def parse_document(data: bytes) -> tuple[Any, list[str]]:
     """YAML or JSON (``sigs.k8s.io/yaml``), with the keys given twice."""
     text = data.decode("utf-8")
@@ -76,12 +60,7 @@ def parse_document(data: bytes) -> tuple[Any, list[str]]:
             return json.loads(text), []
         except json.JSONDecodeError:
             pass  # a YAML flow mapping
-    loader = _StrictLoader(text)
-    loader.duplicates = []
-    try:
-        return loader.get_single_data(), loader.duplicates
-    finally:
-        loader.dispose()
+    return load_yaml_noting_duplicates(text)
 
 
 def _short(data: bytes) -> str:

@@ -279,3 +279,37 @@ def find_strict_errors(
 
 
 # --- Go's json.Marshal ------------------------------------------------------------------------
+
+
+class _DuplicateNotingLoader(yaml.SafeLoader):
+    """A safe YAML loader that notes the mapping keys given twice (the last one wins)."""
+
+    duplicates: list[str]
+
+
+def _noting_mapping(loader: _DuplicateNotingLoader, node: yaml.MappingNode) -> dict[Any, Any]:
+    seen: set[Any] = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node)
+        if key in seen:
+            loader.duplicates.append(str(key))
+        seen.add(key)
+    return dict(loader.construct_pairs(node, deep=True))
+
+
+_DuplicateNotingLoader.add_constructor(
+    yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _noting_mapping
+)
+
+
+def load_yaml_noting_duplicates(text: str) -> tuple[Any, list[str]]:
+    """One YAML document, and the keys it gives twice: config files (an audit policy, an
+    AdmissionConfiguration) are decoded strictly first, as kube-apiserver's
+    ``runtime.DecodeInto`` with a strict serializer does, and a duplicated key is one of the
+    errors that makes it fall back to lenient decoding or fail."""
+    loader = _DuplicateNotingLoader(text)
+    loader.duplicates = []
+    try:
+        return loader.get_single_data(), loader.duplicates
+    finally:
+        loader.dispose()

@@ -37,6 +37,7 @@ from apiserver.apimachinery.errors import (
     not_supported,
     required,
 )
+from apiserver.apimachinery.strict import load_yaml_noting_duplicates
 from apiserver.apimachinery.validation import name_is_dns_subdomain
 from apiserver.audit.interface import API_VERSION, LEVELS, STAGES, Level, Stage
 from apiserver.auth.interface import UserInfo
@@ -233,28 +234,6 @@ class _DecodeError(Exception):
     """A value of the wrong type: no lenient decoding can read it."""
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """A YAML loader that notes duplicated mapping keys (a strict decoding error)."""
-
-    duplicates: list[str]
-
-
-def _construct_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode) -> dict[Any, Any]:
-    seen: set[Any] = set()
-    for key_node, _ in node.value:
-        key = loader.construct_object(key_node)
-        if key in seen:
-            loader.duplicates.append(str(key))
-        seen.add(key)
-    return dict(loader.construct_pairs(node))
-
-
-_UniqueKeyLoader.add_constructor(
-    yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
-    _construct_mapping,
-)
-
-
 class _Reader:
     """Turns the parsed document into a :class:`Policy`, noting strict-only problems."""
 
@@ -436,12 +415,7 @@ def _parse_document(data: bytes) -> tuple[Any, list[str]]:
             return json.loads(text, object_pairs_hook=pairs), duplicates
         except json.JSONDecodeError:
             pass  # YAML flow mappings start with "{" too
-    loader = _UniqueKeyLoader(text)
-    loader.duplicates = []
-    try:
-        return loader.get_single_data(), loader.duplicates
-    finally:
-        loader.dispose()
+    return load_yaml_noting_duplicates(text)
 
 
 def load_policy_bytes(data: bytes) -> Policy:
