@@ -133,17 +133,10 @@ class BufferedSink:
             self._plugin_error(len(events), "audit backend shut down")
             return False
         queue = self.queue
-        lines = self.lines
         if self.due_now and len(events) == 1 and len(queue) < self.buffer_size:
             # The usual call under load: one event, and a pump already due (so every queued
             # event is, and its queued time is never read).
-            if lines is None:
-                queue.append((0.0, events[0]))
-            else:
-                try:
-                    queue.append((0.0, lines.encode(events[0])))
-                except (TypeError, ValueError) as problem:
-                    lines.encode_failed(problem)
+            self._enqueue(0.0, events[0])
             return True
         now = self.clock.seconds()
         was_empty = not queue
@@ -151,13 +144,7 @@ class BufferedSink:
             if len(queue) >= self.buffer_size:
                 self._blocked(len(events) - index)
                 break
-            if lines is None:
-                queue.append((now, event))
-            else:
-                try:
-                    queue.append((now, lines.encode(event)))
-                except (TypeError, ValueError) as problem:
-                    lines.encode_failed(problem)
+            self._enqueue(now, event)
         if self.started and queue:
             if len(queue) >= self.max_size or self.max_size == 1:
                 if not self.due_now:
@@ -166,6 +153,18 @@ class BufferedSink:
             elif was_empty:
                 self._schedule(self.max_wait)
         return True
+
+    def _enqueue(self, now: float, event: AuditEvent) -> None:
+        """Queue the event, or its line for a line backend (one it cannot encode is counted
+        and logged there, and left out)."""
+        lines = self.lines
+        if lines is None:
+            self.queue.append((now, event))
+            return
+        try:
+            self.queue.append((now, lines.encode(event)))
+        except (TypeError, ValueError) as problem:
+            lines.encode_failed(problem)
 
     def start(self) -> None:
         """``Run``: start the delegate, and send what was queued before."""

@@ -70,10 +70,13 @@ def level_at_least(level: Level, other: Level) -> bool:
 
 def user_agent(request: HTTPRequest) -> str:
     """``maybeTruncateUserAgent``: at most 1024 characters, then ``...TRUNCATED``."""
-    return _truncated_user_agent(header_value(request, b"user-agent"))
-
-
-def _truncated_user_agent(agent: str) -> str:
+    # The headers' own dict, by canonical name: getRawHeaders would canonicalise the
+    # constant name on every call (twisted.web.http_headers.Headers keeps values under
+    # their Http-Header-Case names). The first value, as Go's Header.Get.
+    values = request.requestHeaders._rawHeaders.get(b"User-Agent")
+    if not values:
+        return ""
+    agent: str = values[0].decode("latin-1")
     if len(agent) > MAX_USER_AGENT_LENGTH:
         return agent[:MAX_USER_AGENT_LENGTH] + USER_AGENT_TRUNCATE_SUFFIX
     return agent
@@ -115,6 +118,10 @@ def peer_host(request: HTTPRequest) -> str:
 def source_ips(request: HTTPRequest) -> list[str]:
     """``utilnet.SourceIPs``: the valid ``X-Forwarded-For`` entries, ``X-Real-Ip`` unless
     already among them, then the peer unless it is the last one already."""
+    received = request.requestHeaders._rawHeaders  # by canonical name, see user_agent
+    if b"X-Forwarded-For" not in received and b"X-Real-Ip" not in received:
+        # The usual request: the peer alone.
+        return _peer_only(peer_host(request))
     # Normalised texts compare as Go's IP.Equal does (v4-mapped addresses are IPv4 here).
     ips: list[str] = []
     forwarded = header_value(request, b"x-forwarded-for")
@@ -315,23 +322,8 @@ class AuditRecord:
         # Non-resource requests: the lower-cased HTTP method (NewRequestInfo).
         self.verb = resolved.verb if resolved is not None else info.method.lower()
         self.user = user_info_shared(user)
-        received_headers = request.requestHeaders._rawHeaders
-        if b"X-Forwarded-For" in received_headers or b"X-Real-Ip" in received_headers:
-            self.source_ips = source_ips(request)
-        else:
-            # The usual request: the peer alone (peer_host, inlined).
-            host = getattr(getattr(request, "client", None), "host", None)
-            self.source_ips = (
-                _peer_only(host) if isinstance(host, str) else _peer_only(peer_host(request))
-            )
-        agent = received_headers.get(b"User-Agent")
-        if agent:
-            text = agent[0].decode("latin-1")
-            self.user_agent = (
-                text if len(text) <= MAX_USER_AGENT_LENGTH else _truncated_user_agent(text)
-            )
-        else:
-            self.user_agent = ""
+        self.source_ips = source_ips(request)
+        self.user_agent = user_agent(request)
         self.object_ref = object_ref(resolved) if resolved is not None else None
         self.received = received
         self.received_text = micro_time(received)

@@ -91,7 +91,6 @@ class AuditStage:
     ) -> None:
         self.policy = policy
         self.sinks = tuple(sinks)
-        self._only = self.sinks[0] if len(self.sinks) == 1 else None
         self.clock = clock
         self.metrics = metrics
 
@@ -186,9 +185,7 @@ class AuditStage:
                 # refer to each other), and the class's ``write`` shows again.
                 del request.write
                 if not record.started:
-                    # A streamed answer: only its code is noted (kube logs no object).
-                    record.log_response(request.code, None)
-                    self._send(record, config, "ResponseStarted")
+                    self._response_started(request, record, config)
                 write(data)
 
             request.write = audited_write  # type: ignore[method-assign]
@@ -225,28 +222,19 @@ class AuditStage:
                     if long_running:
                         self._send(record, config, "ResponseStarted")
                 else:
-                    # Answered without a body (204, HEAD): the code was still written.
-                    self._response_started(request, record, config, long_running, None)
+                    # A long-running answer that wrote nothing: its code still went out.
+                    self._response_started(request, record, config)
             self._send(record, config, "ResponseComplete")
 
-        hooks = record.info.finish_hooks
-        if hooks is not None:
-            hooks.append(finished)  # when_finished, inlined
-        else:
-            when_finished(request, record.info, finished)
+        when_finished(request, record.info, finished)
 
     def _response_started(
-        self,
-        request: HTTPRequest,
-        record: AuditRecord,
-        config: AuditConfig,
-        long_running: bool,
-        data: bytes | None,
+        self, request: HTTPRequest, record: AuditRecord, config: AuditConfig
     ) -> None:
-        # A long-running answer streams: only its code is noted (kube logs no object).
-        record.log_response(request.code, None if long_running else data)
-        if long_running:
-            self._send(record, config, "ResponseStarted")
+        """A long-running answer started: it streams, so only its code is noted (kube logs
+        no object), and ResponseStarted goes out."""
+        record.log_response(request.code, None)
+        self._send(record, config, "ResponseStarted")
 
     # --- failed authentication --------------------------------------------------------------
 
@@ -296,20 +284,6 @@ class AuditStage:
         event = record.event(stage, self.clock.seconds())
         self.metrics.event(record.level)
         events = (event,)
-        only = self._only
-        if only is not None:
-            # One backend (the usual case): its answer is the answer.
-            try:
-                answer = only.process_events(events)
-            except Exception:
-                log.failure("audit backend {name} failed", name=only.name)
-                return False
-            # ``is True`` first: Deferred is an ABC, so isinstance against it is slow.
-            if answer is True:
-                return True
-            if isinstance(answer, Deferred):
-                return answer.addErrback(_sink_failed, only.name)
-            return bool(answer)
         accepted = True
         waiting: list[Deferred[bool]] = []
         for sink in self.sinks:
@@ -319,6 +293,8 @@ class AuditStage:
                 log.failure("audit backend {name} failed", name=sink.name)
                 accepted = False
                 continue
+            if result is True:
+                continue  # first: Deferred is an ABC, so isinstance against it is slow
             if isinstance(result, Deferred):
                 waiting.append(result.addErrback(_sink_failed, sink.name))
             elif not result:

@@ -89,8 +89,6 @@ class Policy:
     rules: tuple[PolicyRule, ...]
     omit_stages: tuple[str, ...] = ()
     omit_managed_fields: bool = False
-    _configs: tuple[AuditConfig, ...] = attrs.field(init=False, repr=False, eq=False)
-    _default: AuditConfig = attrs.field(init=False, repr=False, eq=False)
     _pairs: tuple[tuple[PolicyRule, AuditConfig], ...] = attrs.field(
         init=False, repr=False, eq=False
     )
@@ -107,13 +105,11 @@ class Policy:
             )
             for rule in self.rules
         )
-        object.__setattr__(self, "_configs", configs)
         default = AuditConfig(
             "None",
             frozenset(self.omit_stages),  # type: ignore[arg-type]
             self.omit_managed_fields,
         )
-        object.__setattr__(self, "_default", default)
         # Rules after one that matches every request are never reached: evaluation stops
         # before it and answers its config (a catch-all rule, usually the last, or the
         # only one, as in "audit everything at Metadata").
