@@ -387,8 +387,7 @@ class App:
     ) -> None:
         """A stage answered (write it) or must wait (go on at ``resume_at`` once it fires)."""
         if isinstance(verdict, Response):
-            info.answer = verdict
-            self.write(request, verdict)
+            self._answer(request, info, verdict)
             return
         verdict.addCallback(self._resume, request, info, resume_at)
         verdict.addErrback(self._failed, request, info)
@@ -400,8 +399,7 @@ class App:
         if request.finished or request._disconnected:
             return
         if verdict is not None:
-            info.answer = verdict
-            self.write(request, verdict)
+            self._answer(request, info, verdict)
             return
         stages = self.stages
         for index in range(start, len(stages)):
@@ -418,8 +416,7 @@ class App:
         """Route to the handler and write (or await) its answer."""
         handler = self.router.resolve(info.path)
         if handler is None:
-            info.answer = not_found_status() if info.api else not_found_text()
-            self.write(request, info.answer)
+            self._answer(request, info, not_found_status() if info.api else not_found_text())
             return
         try:
             result = handler(request, info)
@@ -429,8 +426,7 @@ class App:
         if result is STREAMING:
             return
         if isinstance(result, Response):
-            info.answer = result
-            self.write(request, result)
+            self._answer(request, info, result)
             return
         self._await(request, info, result)  # type: ignore[arg-type]
 
@@ -449,8 +445,7 @@ class App:
             if request.finished or request._disconnected:
                 return
             if isinstance(value, Response):
-                info.answer = value
-                self.write(request, value)
+                self._answer(request, info, value)
             elif value is not STREAMING:
                 self._internal_error(request, Failure(TypeError(f"bad result {value!r}")), info)
 
@@ -537,6 +532,12 @@ class App:
             self.write(request, Response(204))
             return True
         return False
+
+    def _answer(self, request: HTTPRequest, info: RequestInfo, response: Response) -> None:
+        """Write the request's answer after the stages ran, noted in ``info.answer`` (for
+        audit's ``responseStatus``)."""
+        info.answer = response
+        self.write(request, response)
 
     @staticmethod
     def write(request: HTTPRequest, response: Response) -> None:
