@@ -223,7 +223,18 @@ class Classifier:
         # The answer depends only on these values, which repeat from request to request
         # (the same clients ask for the same things): remembered, bounded, instead of testing
         # the rules again each time.
-        key = (name, groups, resource_request, verb, group, resource, namespace, path)
+        # The path matters to non-resource rules only: a resource request's path names its
+        # object, which no rule looks at, and would make every object a key of its own.
+        key = (
+            name,
+            groups,
+            resource_request,
+            verb,
+            group,
+            resource,
+            namespace,
+            "" if resource_request else path,
+        )
         decided = self._decided.get(key, _UNDECIDED)
         if decided is not _UNDECIDED:
             return decided  # type: ignore[return-value]
