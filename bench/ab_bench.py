@@ -75,7 +75,6 @@ def render(
 ) -> str:
     when = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     lines = [
-        f"<!-- ab_{name}:begin -->",
         f"## A/B: {a.label} vs {b.label} (bench/ab_bench.py)",
         "",
         f"Run {when}, nproc {os.cpu_count()}, Python {platform.python_version()}: "
@@ -108,20 +107,7 @@ def render(
             f"| {what} | {' '.join(f'{v:,.0f}' for v in av)} | {' '.join(f'{v:,.0f}' for v in bv)}"
             f" | {am:,.0f} | {bm:,.0f} | {ratio:.2f} | {verdict} |"
         )
-    lines += ["", f"<!-- ab_{name}:end -->"]
     return "\n".join(lines)
-
-
-def write(name: str, text: str, path: Path = ab.RESULTS) -> None:
-    begin, end = f"<!-- ab_{name}:begin -->", f"<!-- ab_{name}:end -->"
-    current = path.read_text() if path.exists() else "# Benchmark results\n"
-    if begin in current and end in current:
-        head, rest = current.split(begin, 1)
-        tail = rest.split(end, 1)[1]
-        current = head + text + tail
-    else:
-        current = current.rstrip("\n") + "\n\n" + text + "\n"
-    path.write_text(current)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -220,7 +206,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print()
     print(text)
     if not args.no_write:
-        write(name, text)
+        ab.write_section(text, name=f"ab_{name}")
         print(f"written to {ab.RESULTS.relative_to(ab.REPO)}")
     return 0
 

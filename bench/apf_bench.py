@@ -41,8 +41,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import api_bench as ab
 
-BEGIN = "<!-- apf_bench:begin -->"
-END = "<!-- apf_bench:end -->"
 GET_NS, CREATE_NS, GET_NAME = "apf-get", "apf-create", "apf-get-1"
 APF_OFF = ("--enable-priority-and-fairness=false",)
 
@@ -226,15 +224,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     print(text)
     if not args.no_write and not args.quick:
-        current = ab.RESULTS.read_text() if ab.RESULTS.exists() else "# Benchmark results\n"
-        block = f"{BEGIN}\n{text.rstrip()}\n{END}\n"
-        start_at = current.find(BEGIN)
-        end_at = current.find(END, start_at) if start_at >= 0 else -1
-        if start_at >= 0 and end_at >= 0:
-            merged = current[:start_at] + block + current[end_at + len(END) :].lstrip("\n")
-        else:
-            merged = current.rstrip("\n") + "\n\n" + block
-        ab.RESULTS.write_text(merged)
+        ab.write_section(text, name="apf_bench")
     return 0
 
 

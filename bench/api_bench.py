@@ -1545,20 +1545,19 @@ def _cell(text: str) -> str:
     return " ".join(text.split()).replace("|", "\\|")
 
 
-BEGIN = "<!-- api_bench:begin -->"
-END = "<!-- api_bench:end -->"
+def merge_section(current: str, text: str, name: str = "api_bench") -> str:
+    """``current`` with the section ``name`` (between ``<!-- name:begin -->`` and
+    ``<!-- name:end -->``) replaced by ``text``, or appended.
 
-
-def merge_section(current: str, text: str) -> str:
-    """``current`` with our section (between our markers) replaced by ``text``, or appended.
-
-    Everything outside our markers (other scripts' sections, their markers) is kept as is.
+    Everything outside those markers (other scripts' sections, their markers) is kept as is.
+    Every script in bench/ writes its section through this.
     """
-    block = f"{BEGIN}\n{text.rstrip()}\n{END}\n"
-    start = current.find(BEGIN)
-    end = current.find(END, start) if start >= 0 else -1
+    begin, end_marker = f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
+    block = f"{begin}\n{text.rstrip()}\n{end_marker}\n"
+    start = current.find(begin)
+    end = current.find(end_marker, start) if start >= 0 else -1
     if start >= 0 and end >= 0:
-        return current[:start] + block + _after(current, end + len(END))
+        return current[:start] + block + _after(current, end + len(end_marker))
     return current.rstrip("\n") + "\n\n" + block
 
 
@@ -1567,10 +1566,11 @@ def _after(current: str, index: int) -> str:
     return "\n" + rest if rest else ""
 
 
-def write_section(text: str, path: Path = RESULTS) -> None:
-    """Replace (or append) only our own section; the file is re-read right before writing."""
+def write_section(text: str, path: Path = RESULTS, name: str = "api_bench") -> None:
+    """Replace (or append) only the section ``name``; the file is re-read right before
+    writing."""
     current = path.read_text() if path.exists() else "# Benchmark results\n"
-    merged = merge_section(current, text)
+    merged = merge_section(current, text, name)
     tmp = path.with_name(f".{path.name}.{os.getpid()}")
     tmp.write_text(merged)
     os.replace(tmp, path)
