@@ -14,36 +14,12 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tests.unit.protobuf.worked_example import WEB_EVENT
 
 from apiserver.protobuf import codec
 from apiserver.protobuf.generated import meta_pb2, runtime_pb2
 
 GOLDEN = Path(__file__).parent / "golden"
-
-WEB_EVENT: dict[str, Any] = {
-    "metadata": {
-        "name": "web.17f0",
-        "namespace": "default",
-        "uid": "u1",
-        "creationTimestamp": "2023-11-14T22:13:20Z",
-    },
-    "involvedObject": {
-        "kind": "Pod",
-        "namespace": "default",
-        "name": "web",
-        "uid": "u2",
-        "apiVersion": "v1",
-    },
-    "reason": "Started",
-    "message": "Started container",
-    "source": {"component": "kubelet", "host": "node1"},
-    "firstTimestamp": "2023-11-14T22:13:20Z",
-    "lastTimestamp": "2023-11-14T22:13:20Z",
-    "count": 1,
-    "type": "Normal",
-    "reportingComponent": "kubelet",
-    "reportingInstance": "node1",
-}
 
 
 def test_worked_example_is_written_byte_for_byte() -> None:

@@ -4,9 +4,10 @@ them, and every other format, back."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
+from tests.unit.protobuf.worked_example import GOLDEN_BYTES as GOLDEN
+from tests.unit.protobuf.worked_example import WEB_EVENT
 from twisted.internet.task import Clock
 
 from apiserver.api.events import corev1
@@ -16,32 +17,10 @@ from apiserver.registry.store import Registry
 from apiserver.storage.interface import KeyValue
 from apiserver.storage.memory import MemoryStore
 
-GOLDEN = (Path(__file__).parent / "golden" / "core-event-web.17f0.pb").read_bytes()
-
+#: The worked example as the registry holds it: with its resourceVersion.
 INTERNAL: dict[str, Any] = {
-    "metadata": {
-        "name": "web.17f0",
-        "namespace": "default",
-        "uid": "u1",
-        "resourceVersion": "7",
-        "creationTimestamp": "2023-11-14T22:13:20Z",
-    },
-    "involvedObject": {
-        "kind": "Pod",
-        "namespace": "default",
-        "name": "web",
-        "uid": "u2",
-        "apiVersion": "v1",
-    },
-    "reason": "Started",
-    "message": "Started container",
-    "source": {"component": "kubelet", "host": "node1"},
-    "firstTimestamp": "2023-11-14T22:13:20Z",
-    "lastTimestamp": "2023-11-14T22:13:20Z",
-    "count": 1,
-    "type": "Normal",
-    "reportingComponent": "kubelet",
-    "reportingInstance": "node1",
+    **WEB_EVENT,
+    "metadata": {**WEB_EVENT["metadata"], "resourceVersion": "7"},
 }
 
 
