@@ -6,9 +6,11 @@ this server, while what this server stores is kube-apiserver's format."""
 from __future__ import annotations
 
 import base64
+import http.client
 import json
 import shutil
 import sqlite3
+import ssl
 import subprocess
 import urllib.request
 from collections.abc import Iterator
@@ -78,6 +80,32 @@ def test_protobuf_list_and_status(api_server: ApiServer) -> None:  # noqa: F811
     error = unwrap(raw, "Status", codec.Status)
     assert (error["reason"], error["code"]) == ("NotFound", 404)
     assert error["message"] == 'events.events.k8s.io "missing" not found'
+
+
+def test_chain_refusals_in_protobuf(api_server: ApiServer) -> None:  # noqa: F811
+    """client-go's Accept gets the chain's Status errors in protobuf too (ErrorNegotiated):
+    a bad bearer token (401), an unknown API path (404), a malformed ``?timeout=`` (400)."""
+    d = api_server.daemon
+    accept = {"Accept": f"{PB}, application/json"}
+    context = ssl.create_default_context(cafile=str(d.cert_dir / "apiserver.crt"))
+    context.check_hostname = False  # no client certificate: the bearer token decides
+    conn = http.client.HTTPSConnection("127.0.0.1", d.port, context=context, timeout=10)
+    try:
+        conn.request("GET", f"{BASE}/events", headers={**accept, "Authorization": "Bearer x"})
+        response = conn.getresponse()
+        answers = [(response.status, response.getheader("content-type"), response.read())]
+    finally:
+        conn.close()
+    for path in (f"{BASE}/nosuch", f"{BASE}/events?timeout=abc"):
+        status, headers, raw = d.get(path, headers=accept)
+        answers.append((status, headers["content-type"], raw))
+    got = []
+    for status, content_type, raw in answers:
+        assert content_type == PB, raw
+        error = unwrap(raw, "Status", codec.Status)
+        assert error["code"] == status
+        got.append((status, error["reason"]))
+    assert got == [(401, "Unauthorized"), (404, "NotFound"), (400, "BadRequest")]
 
 
 def test_protobuf_watch_frame_by_frame(api_server: ApiServer) -> None:  # noqa: F811

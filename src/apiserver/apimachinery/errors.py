@@ -274,6 +274,14 @@ def too_large_resource_version(wanted: int, current: int) -> StatusError:
     )
 
 
+#: go-restful's 404 for a path no route serves (``ServiceErrorHandler`` in
+#: k8s.io/apiserver ``pkg/server/handler.go``: ``NewGenericServerResponse``). Never raised:
+#: written through ``negotiation.error_response``.
+ROUTE_NOT_FOUND = StatusError(
+    404, "NotFound", "the server could not find the requested resource", {}
+)
+
+
 def method_not_supported() -> StatusError:
     return StatusError(
         405,

@@ -32,6 +32,9 @@ import attrs
 from apiserver.apimachinery.errors import StatusError, bad_request, invalid
 from apiserver.apimachinery.queryparams import Query, query_str
 from apiserver.gocompat.boolparse import go_parse_bool
+from apiserver.http.response import NOSNIFF, Response
+from apiserver.http.status import status_body
+from apiserver.protobuf import codec
 
 JSON = "application/json"
 YAML = "application/yaml"
@@ -445,6 +448,30 @@ def error_prefers_protobuf(accept: str | None) -> bool:
     return options is not None and options.media_type == PROTOBUF
 
 
+_PROTOBUF_STATUS_HEADERS = (("Content-Type", PROTOBUF), NOSNIFF)
+
+
+def protobuf_error(error: StatusError) -> Response:
+    """The Status of ``error`` in protobuf, what ``ErrorNegotiated`` writes when Accept picks
+    the protobuf serializer."""
+    body = status_body(error.code, error.reason, error.message, error.details)
+    if error.list_meta:
+        body["metadata"] = error.list_meta
+    return Response(
+        error.code, (*_PROTOBUF_STATUS_HEADERS, *error.headers), codec.encode_object(body)
+    )
+
+
+def error_response(error: StatusError, accept: str | None) -> Response:
+    """``responsewriters.ErrorNegotiated`` for the handlers and chain stages that answer JSON
+    unless the client asks for protobuf (k8s.io/apiserver
+    ``pkg/endpoints/handlers/responsewriters/writers.go``): one renderer for the REST
+    handlers and the chain's refusals (unknown API paths, a malformed ``?timeout=``)."""
+    if error_prefers_protobuf(accept):
+        return protobuf_error(error)
+    return error.response()
+
+
 # --- Content-Type ---------------------------------------------------------------------------
 
 _TSPECIALS = set('()<>@,;:\\"/[]?=')
@@ -591,6 +618,7 @@ __all__ = [
     "check_output_target",
     "default_restrictions",
     "error_prefers_protobuf",
+    "error_response",
     "go_parse_media_type",
     "include_object",
     "negotiate_body",
@@ -598,6 +626,7 @@ __all__ = [
     "negotiate_output",
     "parse_accept",
     "patch_type",
+    "protobuf_error",
     "router_not_acceptable",
     "router_unsupported_media_type",
     "unsupported_media_type",

@@ -41,6 +41,7 @@ from apiserver.http.app import RequestInfo, Router, header_value
 from apiserver.http.request import HTTPRequest
 from apiserver.http.response import Response
 from apiserver.http.status import status_body
+from apiserver.protobuf import codec
 
 JSON_TYPE = "application/json"
 YAML_TYPE = "application/yaml"
@@ -102,6 +103,9 @@ def status_response(
     options = negotiate(header_value(request, b"accept"), default_restrictions)
     if options is None:
         return Response(code, (("Content-Type", JSON_TYPE),), go_marshal_indent(status).encode())
+    if options.media_type == PROTOBUF_TYPE:
+        # A Status has a protobuf message (unlike the discovery documents answered in JSON).
+        return Response(code, (("Content-Type", PROTOBUF_TYPE),), codec.encode_object(status))
     content_type, body = encode(status, options, _pretty(request, info))
     return Response(code, (("Content-Type", content_type),), body)
 

@@ -42,12 +42,14 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 from twisted.web import http
 
+from apiserver.apimachinery.errors import ROUTE_NOT_FOUND, StatusError
+from apiserver.apimachinery.negotiation import error_response
 from apiserver.apimachinery.uid import new_uuid
 from apiserver.http.deadline import request_timeout
 from apiserver.http.h1 import H1Channel
 from apiserver.http.request import HTTPRequest
 from apiserver.http.response import Response
-from apiserver.http.status import not_found_status, not_found_text, status_body
+from apiserver.http.status import not_found_text, status_body
 
 if TYPE_CHECKING:
     from apiserver.auth.interface import UserInfo
@@ -153,6 +155,11 @@ def parse_query(uri: bytes) -> dict[bytes, list[bytes]]:
             value = unquote_to_bytes(value.replace(b"+", b" "))
         result.setdefault(key, []).append(value)
     return result
+
+
+def not_found_api(request: HTTPRequest) -> Response:
+    """The 404 Status for an unknown ``/api``/``/apis`` path, protobuf when Accept asks."""
+    return error_response(ROUTE_NOT_FOUND, header_value(request, b"accept"))
 
 
 def header_value(request: HTTPRequest, name: bytes) -> str:
@@ -362,8 +369,9 @@ class App:
         # The request deadline (WithRequestDeadline): only a request that has ?timeout= pays.
         if b"timeout" in query and not info.long_running:
             timeout = request_timeout(query[b"timeout"], self.policy.request_timeout)
-            if isinstance(timeout, Response):
-                self.write(request, timeout)
+            if isinstance(timeout, StatusError):
+                # failedErrorHandler: ErrorNegotiated, protobuf when Accept picks it.
+                self.write(request, error_response(timeout, header_value(request, b"accept")))
                 return
             info.timeout = timeout
 
@@ -416,7 +424,7 @@ class App:
         """Route to the handler and write (or await) its answer."""
         handler = self.router.resolve(info.path)
         if handler is None:
-            self._answer(request, info, not_found_status() if info.api else not_found_text())
+            self._answer(request, info, not_found_api(request) if info.api else not_found_text())
             return
         try:
             result = handler(request, info)

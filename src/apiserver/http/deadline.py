@@ -15,17 +15,17 @@ already parsed query and calls :func:`request_timeout` only when it is there.
 
 from __future__ import annotations
 
+from apiserver.apimachinery.errors import StatusError
 from apiserver.gocompat.duration import parse_go_duration_ns
 from apiserver.gocompat.errors import GoValueError
-from apiserver.http.response import Response
-from apiserver.http.status import status_response
 
 INVALID_TIMEOUT = "invalid timeout specified in the request URL"
 
 
-def request_timeout(values: list[bytes], maximum: float) -> float | Response:
+def request_timeout(values: list[bytes], maximum: float) -> float | StatusError:
     """The deadline in seconds for a request whose query has ``timeout=values`` (Go's
-    ``Query().Get`` takes the first), or the 400 answer for a malformed one."""
+    ``Query().Get`` takes the first), or the 400 error for a malformed one (the caller writes
+    it negotiated, as ``failedErrorHandler`` does)."""
     text = values[0].decode("utf-8", "replace") if values else ""
     if not text:
         return maximum
@@ -33,7 +33,7 @@ def request_timeout(values: list[bytes], maximum: float) -> float | Response:
         nanos = parse_go_duration_ns(text)
     except GoValueError as error:
         # apierrors.NewBadRequest, written by responsewriters.ErrorNegotiated.
-        return status_response(400, "BadRequest", f"{INVALID_TIMEOUT} - {error}")
+        return StatusError(400, "BadRequest", f"{INVALID_TIMEOUT} - {error}")
     seconds = nanos / 1e9
     if seconds > 0 and (maximum <= 0 or seconds < maximum):
         return seconds

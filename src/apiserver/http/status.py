@@ -54,11 +54,6 @@ def status_response(
     return Response(code, (JSON, NOSNIFF, *headers), data)
 
 
-def not_found_status() -> Response:
-    """404 for an unknown path under ``/api`` or ``/apis``."""
-    return status_response(404, "NotFound", "the server could not find the requested resource", {})
-
-
 def not_found_text() -> Response:
     """404 for any other unknown path (Go's ``http.NotFound``)."""
     return Response(

@@ -32,6 +32,7 @@ from apiserver.auth.interface import (
 from apiserver.http.app import RequestInfo, Router, ServingPolicy
 from apiserver.http.chain import build_handler_chain
 from apiserver.http.response import Response, text
+from apiserver.protobuf import codec
 
 UNAUTHORIZED = (
     b'{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",'
@@ -39,6 +40,11 @@ UNAUTHORIZED = (
 )
 ADMIN = UserInfo("admin", groups=("system:masters", "system:authenticated"))
 BOB = UserInfo("bob", uid="42", groups=("devs", "system:authenticated"))
+
+
+def status_from_protobuf(body: bytes) -> dict[str, Any]:
+    api_version, kind, raw = codec.unwrap(body)
+    return {"kind": kind, "apiVersion": api_version, **codec.decode(codec.Status, raw)}
 
 
 class HeaderAuthenticator:
@@ -143,6 +149,25 @@ class FilterTests(SynchronousTestCase):
         assert headers.getRawHeaders("cache-control") == ["no-cache, private"]
         # Non-API paths get the same Status.
         assert self.get(treq, "/healthz")[::2] == (401, UNAUTHORIZED)
+
+    def test_refusals_are_protobuf_when_accept_picks_it(self) -> None:
+        """ErrorNegotiated: client-go's protobuf Accept gets the 401/403 Status in protobuf."""
+        accept = {"Accept": "application/vnd.kubernetes.protobuf, application/json"}
+        treq, _ = make(AuthStages.build(HeaderAuthenticator(), False, None))
+        code, headers, body = self.get(treq, "/api/v1/events", headers=accept)
+        assert code == 401
+        assert headers.getRawHeaders("content-type") == ["application/vnd.kubernetes.protobuf"]
+        assert {"metadata": {}, **status_from_protobuf(body)} == json.loads(UNAUTHORIZED)
+        code, _, body = self.get(treq, "/api/v1/events", headers={"Accept": "application/json"})
+        assert (code, body) == (401, UNAUTHORIZED)
+        code, headers, body = self.get(
+            self.rbac(), "/api/v1/namespaces/default/events", headers=accept
+        )
+        assert code == 403
+        assert headers.getRawHeaders("x-content-type-options") == ["nosniff"]
+        status = status_from_protobuf(body)
+        assert (status["kind"], status["reason"], status["code"]) == ("Status", "Forbidden", 403)
+        assert status["message"].startswith('events is forbidden: User "system:anonymous"')
 
     def test_invalid_credentials_are_401_even_with_anonymous(self) -> None:
         treq, _ = make(AuthStages.build(HeaderAuthenticator(), True, None))

@@ -9,9 +9,11 @@ from tests.unit.http.test_app import make
 from treq.testing import StubTreq
 from twisted.trial.unittest import SynchronousTestCase
 
+from apiserver.apimachinery.errors import StatusError
 from apiserver.http.app import ServingPolicy
 from apiserver.http.deadline import request_timeout
-from apiserver.http.response import Response, text
+from apiserver.http.response import text
+from apiserver.protobuf import codec
 
 
 def test_request_timeout_values() -> None:
@@ -22,7 +24,9 @@ def test_request_timeout_values() -> None:
     assert request_timeout([b"-5s"], 60.0) == 60.0
     assert request_timeout([b"2m"], 60.0) == 60.0  # never beyond --request-timeout
     assert request_timeout([b"60s"], 60.0) == 60.0
-    assert isinstance(request_timeout([b"10"], 60.0), Response)
+    refused = request_timeout([b"10"], 60.0)
+    assert isinstance(refused, StatusError)
+    assert (refused.code, refused.reason) == (400, "BadRequest")
 
 
 class DeadlineTests(SynchronousTestCase):
@@ -90,3 +94,28 @@ class DeadlineTests(SynchronousTestCase):
         pending[0].callback(text(200, "done"))
         treq.flush()
         assert self.successResultOf(d).code == 200
+
+    def test_refusals_before_the_handler_are_protobuf_when_accept_picks_it(self) -> None:
+        """failedErrorHandler and go-restful's 404 write through ErrorNegotiated."""
+        treq, _, pending = make(ServingPolicy(request_timeout=60))
+        accept = {"Accept": "application/vnd.kubernetes.protobuf"}
+        for path, code, reason in (
+            ("/hello?timeout=abc", 400, "BadRequest"),
+            ("/apis/nosuch/v1/things", 404, "NotFound"),
+        ):
+            response = self.successResultOf(treq.get("https://x" + path, headers=accept))
+            assert response.code == code
+            content_type = response.headers.getRawHeaders("content-type")
+            assert content_type == ["application/vnd.kubernetes.protobuf"]
+            api_version, kind, raw = codec.unwrap(self.successResultOf(response.content()))
+            status = codec.decode(codec.Status, raw)
+            assert (api_version, kind, status["reason"], status["code"]) == (
+                "v1",
+                "Status",
+                reason,
+                code,
+            )
+            # JSON when Accept does not pick protobuf.
+            response = self.successResultOf(treq.get("https://x" + path))
+            assert json.loads(self.successResultOf(response.content()))["reason"] == reason
+        assert pending == []

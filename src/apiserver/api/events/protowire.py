@@ -28,24 +28,13 @@ import orjson
 from apiserver.api.events.encoding import CACHE_SIZE, ListBodies
 from apiserver.apimachinery import errors
 from apiserver.apimachinery.negotiation import PROTOBUF
-from apiserver.http.response import NOSNIFF, Response
-from apiserver.http.status import status_body
+from apiserver.http.response import Response
 from apiserver.protobuf import codec
 
 Obj = dict[str, Any]
 
 CONTENT_TYPE = ("Content-Type", PROTOBUF)
 _PLAIN_HEADERS = (CONTENT_TYPE,)
-_STATUS_HEADERS = (CONTENT_TYPE, NOSNIFF)
-
-
-def status_response(error: errors.StatusError) -> Response:
-    """The Status of ``error`` in protobuf (what ``ErrorNegotiated`` writes when Accept
-    picks protobuf)."""
-    body = status_body(error.code, error.reason, error.message, error.details)
-    if error.list_meta:
-        body["metadata"] = error.list_meta
-    return Response(error.code, (*_STATUS_HEADERS, *error.headers), codec.encode_object(body))
 
 
 def decode_delete_options(raw: bytes) -> bytes:
@@ -181,4 +170,4 @@ def _summarize(data: bytes, max_length: int = 30) -> str:
     return data[:max_length].hex() + " ..." if len(data) > max_length else data.hex()
 
 
-__all__ = ["EventsProtobuf", "decode_delete_options", "status_response"]
+__all__ = ["EventsProtobuf", "decode_delete_options"]

@@ -37,7 +37,7 @@ from apiserver.admission import (
 from apiserver.api.events import convert, deletion, selection, validation
 from apiserver.api.events.createfields import CreateManagedFields
 from apiserver.api.events.encoding import EncodedEvents, ListBodies
-from apiserver.api.events.protowire import EventsProtobuf, decode_delete_options, status_response
+from apiserver.api.events.protowire import EventsProtobuf, decode_delete_options
 from apiserver.api.events.tables import partial_object, table_for
 from apiserver.api.events.views import CORE_V1, EVENTS_V1, EventView, other_versions
 from apiserver.api.events.watchstream import WatchStream
@@ -93,6 +93,10 @@ EXPIRED_CONTINUE = (
     "results in an inconsistent list - objects that were created, modified, or deleted between "
     "the time the first chunk was returned and now may show up in the list."
 )
+
+
+#: go-restful's refusal of a method no route serves, negotiated like every Status.
+_NO_METHOD = errors.method_not_supported()
 
 
 @attrs.frozen
@@ -179,13 +183,11 @@ class EventsAPI:
     def handle(self, request: HTTPRequest, info: RequestInfo) -> Response | Deferred[Any] | object:
         target = parse_target(info.path, self._base)
         if target is None:
-            return errors.StatusError(
-                404, "NotFound", "the server could not find the requested resource", {}
-            ).response()
+            return self._error(request, errors.ROUTE_NOT_FOUND)
         method = info.method
         if target.watch_path:
             if method != "GET":
-                return errors.method_not_supported().response()
+                return self._error(request, _NO_METHOD)
             return self._run(self.watch(request, info, target), request)
         if target.is_item:
             if method == "GET":
@@ -207,7 +209,7 @@ class EventsAPI:
                 "DELETE": self.delete_collection,
             }.get(method)
         if handler is None:
-            return errors.method_not_supported().response()
+            return self._error(request, _NO_METHOD)
         return self._run(handler(request, info, target), request)
 
     def _run(self, coro: Coroutine[Any, Any, Any], request: HTTPRequest) -> Deferred[Any]:
@@ -240,9 +242,7 @@ class EventsAPI:
     @staticmethod
     def _error(request: HTTPRequest, error: errors.StatusError) -> Response:
         """The Status of ``error``, in protobuf when Accept picks protobuf (``ErrorNegotiated``)."""
-        if negotiation.error_prefers_protobuf(header_value(request, b"accept") or None):
-            return status_response(error)
-        return error.response()
+        return negotiation.error_response(error, header_value(request, b"accept"))
 
     def _output(
         self, request: HTTPRequest, info: RequestInfo, *, is_list: bool, is_watch: bool
