@@ -23,7 +23,11 @@ channel replaced by a queue and timers on the injected clock:
   still in the processor's cache, and the queue holds its line; every batch that is due is
   then handed over in one call, so a turn of the reactor that has many one-event batches due
   (``--audit-log-batch-max-size`` is 1 by default) writes them with one ``write``: the file
-  gets the same lines in the same order. With a throttle, which counts batches, they keep
+  gets the same lines in the same order. Under load such a write happens at most every
+  :data:`COALESCE_INTERVAL` (5 ms; the first events after a quiet spell go out on the next
+  turn): a ``write`` and a timer per turn of the reactor cost more than encoding the events.
+  Events are in memory until written, as in any batch mode (blocking mode writes each one
+  before the request goes on). With a throttle, which counts batches, they keep
   their size. An event that cannot be encoded is counted and logged by the backend then, as
   it would be when written.
 - One batch is with the delegate at a time: the next is sent when the delegate answered (its
@@ -53,6 +57,10 @@ __all__ = ["BufferedSink", "TokenBucket"]
 log = Logger()
 
 PLUGIN_NAME = "buffered"
+
+#: Seconds a line backend's due events may wait so that one ``write`` takes them all: under
+#: load, a write (and a timer) per turn of the reactor cost more than the events' encoding.
+COALESCE_INTERVAL = 0.005
 
 #: Seconds between two ``audit buffer queue blocked`` messages.
 BLOCKED_LOG_INTERVAL = 1.0
@@ -117,8 +125,11 @@ class BufferedSink:
         self.in_flight = False
         self.pumping = False
         self.token_reserved = False
-        #: A pump is scheduled for the next turn of the reactor already.
+        #: A pump is scheduled for every queued event already.
         self.due_now = False
+        #: Seconds between two writes of a line backend (0: none), and the last pump's time.
+        self.interval = COALESCE_INTERVAL if self.coalesce else 0.0
+        self.last_pump = float("-inf")
         self.call: IDelayedCall | None = None
         self.dropped_unlogged = 0
         self.last_blocked_log: float | None = None
@@ -149,7 +160,9 @@ class BufferedSink:
             if len(queue) >= self.max_size or self.max_size == 1:
                 if not self.due_now:
                     self.due_now = True
-                    self._schedule(0.0)
+                    # A line backend writes at most once per COALESCE_INTERVAL: the first
+                    # event after a quiet spell goes out on the next turn of the reactor.
+                    self._schedule(max(0.0, self.last_pump + self.interval - now))
             elif was_empty:
                 self._schedule(self.max_wait)
         return True
@@ -204,6 +217,8 @@ class BufferedSink:
         if call is not None and call.active():
             call.cancel()
         self.due_now = False
+        if self.interval:
+            self.last_pump = self.clock.seconds()
         self.pumping = True
         try:
             self._send_due()

@@ -11,7 +11,7 @@ from twisted.internet.task import Clock
 from twisted.logger import ILogObserver, LogEvent, formatEvent, globalLogPublisher
 from zope.interface import implementer
 
-from apiserver.audit.buffered import BufferedSink, TokenBucket
+from apiserver.audit.buffered import COALESCE_INTERVAL, BufferedSink, TokenBucket
 from apiserver.audit.compose import IgnoreErrorsSink, wrap
 from apiserver.audit.interface import (
     AuditEvent,
@@ -214,9 +214,19 @@ def test_coalescing_hands_every_due_batch_over_in_one_call() -> None:
     assert len(clock.getDelayedCalls()) == 1  # one pump scheduled, not one per event
     clock.advance(0)
     assert delegate.ids() == [[1, 2, 3]]
+    # Under load the next write waits for the coalescing interval, then takes everything.
     sink.process_events([ev(4)])
     clock.advance(0)
-    assert delegate.ids() == [[1, 2, 3], [4]]
+    sink.process_events([ev(5)])
+    assert delegate.ids() == [[1, 2, 3]]
+    assert len(clock.getDelayedCalls()) == 1
+    clock.advance(COALESCE_INTERVAL)
+    assert delegate.ids() == [[1, 2, 3], [4, 5]]
+    # After a quiet spell an event goes out on the next turn again.
+    clock.advance(1)
+    sink.process_events([ev(6)])
+    clock.advance(0)
+    assert delegate.ids() == [[1, 2, 3], [4, 5], [6]]
 
 
 def test_coalescing_keeps_a_partial_batch_until_its_wait_is_over() -> None:
