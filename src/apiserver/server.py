@@ -21,6 +21,9 @@ post-start hooks, and tears down in the opposite order):
     k8s.io/apiserver/pkg/storage/etcd3/compact.go), unless ``--store-compaction-interval=0``.
 ``watch-cache``
     the :class:`~apiserver.storage.cacher.Cacher` (unless ``--watch-cache=false``).
+``encryption-kms``, ``encryption-reload``
+    with ``--encryption-provider-config``: the KMS v2 plugins' status loops, and the
+    automatic reload controller (:mod:`apiserver.encryption`).
 ``auth-reload``
     ``--authorization-config`` and ``--authentication-config`` reloaders, OIDC key loaders.
 ``storage-metrics``
