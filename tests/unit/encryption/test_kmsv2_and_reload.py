@@ -199,9 +199,13 @@ def test_the_reload_controller_applies_valid_changes_and_keeps_the_old_config(
     assert not clock.getDelayedCalls()
 
 
-def test_without_reload_kms_v2_gets_one_check_and_no_plugin_none(tmp_path: Path) -> None:
+def test_without_reload_and_without_kms_there_is_no_check_and_no_controller(
+    tmp_path: Path,
+) -> None:
     path = tmp_path / "enc.yaml"
     write(path, ["k1"])
     built = load_encryption_config(str(path), False)
     assert DynamicTransformers(built, Clock()).health_checks() == []
-    assert ReloadController  # the controller is only built with reload
+    encryption = build_encryption(str(path), False, Clock())
+    assert encryption is not None and encryption.controller is None
+    assert not isinstance(encryption.controller, ReloadController)
