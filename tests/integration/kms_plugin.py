@@ -11,7 +11,7 @@ from typing import Any
 import grpc
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from apiserver.encryption.generated import kmsv2_pb2, kmsv2_pb2_grpc
+from apiserver.encryption.generated import kmsv1_pb2, kmsv1_pb2_grpc, kmsv2_pb2, kmsv2_pb2_grpc
 
 
 class Plugin(kmsv2_pb2_grpc.KeyManagementServiceServicer):
@@ -45,6 +45,41 @@ class Plugin(kmsv2_pb2_grpc.KeyManagementServiceServicer):
     def start(self) -> Plugin:
         server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
         kmsv2_pb2_grpc.add_KeyManagementServiceServicer_to_server(self, server)
+        server.add_insecure_port("unix:" + self.socket_path)
+        server.start()
+        self.server = server
+        return self
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self.server.stop(0).wait()
+            self.server = None
+
+
+class PluginV1(kmsv1_pb2_grpc.KeyManagementServiceServicer):
+    """The deprecated v1beta1 API (k8s.io/kms apis/v1beta1): Version, Encrypt, Decrypt."""
+
+    def __init__(self, socket_path: str) -> None:
+        self.socket_path = socket_path
+        self.kek = AESGCM(os.urandom(32))
+        self.server: Any = None
+
+    def Version(self, request: Any, context: Any) -> Any:
+        return kmsv1_pb2.VersionResponse(version="v1beta1", runtime_name="test")
+
+    def Encrypt(self, request: Any, context: Any) -> Any:
+        nonce = os.urandom(12)
+        return kmsv1_pb2.EncryptResponse(
+            cipher=nonce + self.kek.encrypt(nonce, request.plain, None)
+        )
+
+    def Decrypt(self, request: Any, context: Any) -> Any:
+        data = request.cipher
+        return kmsv1_pb2.DecryptResponse(plain=self.kek.decrypt(data[:12], data[12:], None))
+
+    def start(self) -> PluginV1:
+        server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+        kmsv1_pb2_grpc.add_KeyManagementServiceServicer_to_server(self, server)
         server.add_insecure_port("unix:" + self.socket_path)
         server.start()
         self.server = server

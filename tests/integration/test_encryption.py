@@ -308,3 +308,33 @@ def test_kms_v2_plugin_encrypts_and_its_outage_is_reported(
         assert get_note(daemon, "k1") == "secret note"
     finally:
         plugin.stop()
+
+
+def test_kms_v1_with_its_feature_gate(start_daemon: Callable[..., Daemon], tmp_path: Path) -> None:
+    import struct
+
+    from tests.integration.kms_plugin import PluginV1
+
+    socket = tmp_path / "kms1.sock"
+    plugin = PluginV1(str(socket)).start()
+    try:
+        path = config(tmp_path, f"  - kms: {{name: old, endpoint: 'unix://{socket}'}}\n")
+        daemon = start_daemon(
+            [f"--encryption-provider-config={path}", "--feature-gates=KMSv1=true"]
+        )
+        status, _, body = daemon.get("/healthz/kms-provider-0")
+        assert status == 200, body
+        post(daemon, "v1")
+        raw = sqlite_value(daemon, "v1")
+        prefix = b"k8s:enc:kms:v1:old:"
+        assert raw.startswith(prefix)
+        rest = raw[len(prefix) :]
+        (size,) = struct.unpack(">H", rest[:2])
+        dek = plugin.kek.decrypt(rest[2:14], rest[14 : 2 + size], None)
+        data = rest[2 + size :]
+        assert b"secret note" in AESGCM(dek).decrypt(
+            data[:12], data[12:], b"/registry/events/default/v1"
+        )
+        assert get_note(daemon, "v1") == "secret note"
+    finally:
+        plugin.stop()

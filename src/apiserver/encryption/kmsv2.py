@@ -29,7 +29,6 @@ import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, Protocol
-from urllib.parse import urlsplit
 
 from twisted.internet.defer import Deferred, fail
 from twisted.internet.interfaces import IReactorTime
@@ -38,9 +37,11 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from apiserver.encryption.config import KMSConfiguration, KMSFactory
-from apiserver.encryption.generated import kmsv2_stored_pb2
+from apiserver.encryption.generated import kmsv2_pb2, kmsv2_stored_pb2
+from apiserver.encryption.grpcclient import GrpcClient, grpc_target
 from apiserver.encryption.metrics import EncryptionMetrics
 from apiserver.encryption.transformers import (
+    KMS_V1_PREFIX,
     KMS_V2_PREFIX,
     AESGCMTransformer,
     ExtendedNonceGCM,
@@ -482,39 +483,9 @@ def _fired(value: Any = None) -> Deferred[Any]:
 
 # --- the gRPC client ----------------------------------------------------------------------
 
-_GRPC_NAMES = {
-    "OK": "OK",
-    "CANCELLED": "Canceled",
-    "UNKNOWN": "Unknown",
-    "INVALID_ARGUMENT": "InvalidArgument",
-    "DEADLINE_EXCEEDED": "DeadlineExceeded",
-    "NOT_FOUND": "NotFound",
-    "ALREADY_EXISTS": "AlreadyExists",
-    "PERMISSION_DENIED": "PermissionDenied",
-    "RESOURCE_EXHAUSTED": "ResourceExhausted",
-    "FAILED_PRECONDITION": "FailedPrecondition",
-    "ABORTED": "Aborted",
-    "OUT_OF_RANGE": "OutOfRange",
-    "UNIMPLEMENTED": "Unimplemented",
-    "INTERNAL": "Internal",
-    "UNAVAILABLE": "Unavailable",
-    "DATA_LOSS": "DataLoss",
-    "UNAUTHENTICATED": "Unauthenticated",
-}
-
-
-def grpc_target(endpoint: str) -> str:
-    """``util.ParseEndpoint``: ``unix:///path`` is the socket ``/path``; ``unix:///@name`` an
-    abstract socket."""
-    path = urlsplit(endpoint).path
-    if path.startswith("/@"):
-        return "unix-abstract:" + path[2:]
-    return "unix:" + path
-
 
 class GrpcKMSService:
-    """The plugin over gRPC (``kmsv2/grpc_service.go``). The channel is made at first use,
-    so building the server opens nothing."""
+    """The v2 plugin over gRPC (``kmsv2/grpc_service.go``): authority ``localhost``."""
 
     def __init__(
         self,
@@ -524,94 +495,37 @@ class GrpcKMSService:
         reactor: Any,
         metrics: EncryptionMetrics,
     ) -> None:
-        self.endpoint = endpoint
-        self.name = name
-        self.timeout = timeout
-        self.reactor = reactor
-        self.metrics = metrics
-        self._channel: Any = None
-        self._stub: Any = None
+        from apiserver.encryption.generated import kmsv2_pb2_grpc
 
-    def _client(self) -> Any:
-        if self._stub is None:
-            import grpc
-
-            from apiserver.encryption.generated import kmsv2_pb2_grpc
-
-            self._channel = grpc.insecure_channel(
-                grpc_target(self.endpoint), options=[("grpc.default_authority", "localhost")]
-            )
-            self._stub = kmsv2_pb2_grpc.KeyManagementServiceStub(self._channel)
-        return self._stub
-
-    def _error(self, error: Exception, method: str, started: float) -> GrpcTransformError:
-        code_obj = getattr(error, "code", None)
-        code = "Unknown"
-        message = str(error)
-        if callable(code_obj):
-            code = _GRPC_NAMES.get(code_obj().name, "Unknown")
-            details = error.details() if hasattr(error, "details") else ""
-            message = f"rpc error: code = {code} desc = {details}"
-        self.metrics.kms_operation(self.name, method, code, time.perf_counter() - started)
-        return GrpcTransformError(message, code)
-
-    def _call(self, method: str, request: Any) -> Deferred[Any]:
-        started = time.perf_counter()
-        full = f"/v2.KeyManagementService/{method}"
-        d: Deferred[Any] = Deferred()
-        try:
-            future = getattr(self._client(), method).future(
-                request, timeout=self.timeout, wait_for_ready=True
-            )
-        except Exception as error:
-            return fail(self._error(error, full, started))
-
-        def done(finished: Any) -> None:
-            try:
-                response = finished.result()
-            except Exception as error:
-                failure = self._error(error, full, started)
-                self.reactor.callFromThread(d.errback, failure)
-                return
-            self.metrics.kms_operation(self.name, full, "OK", time.perf_counter() - started)
-            self.reactor.callFromThread(d.callback, response)
-
-        future.add_done_callback(done)
-        return d
+        self.client = GrpcClient(
+            endpoint,
+            name,
+            timeout,
+            reactor,
+            metrics,
+            kmsv2_pb2_grpc.KeyManagementServiceStub,
+            "v2.KeyManagementService",
+            authority="localhost",
+        )
 
     def status(self) -> Deferred[tuple[str, str, str]]:
-        from apiserver.encryption.generated import kmsv2_pb2
-
-        d = self._call("Status", kmsv2_pb2.StatusRequest())
+        d = self.client.call("Status", kmsv2_pb2.StatusRequest())
         return d.addCallback(lambda r: (r.version, r.healthz, r.key_id))
 
     def encrypt(self, uid: str, plaintext: bytes) -> Deferred[tuple[bytes, str, dict[str, bytes]]]:
-        from apiserver.encryption.generated import kmsv2_pb2
-
-        d = self._call("Encrypt", kmsv2_pb2.EncryptRequest(plaintext=plaintext, uid=uid))
+        d = self.client.call("Encrypt", kmsv2_pb2.EncryptRequest(plaintext=plaintext, uid=uid))
         return d.addCallback(lambda r: (r.ciphertext, r.key_id, dict(r.annotations)))
 
     def decrypt(
         self, uid: str, ciphertext: bytes, key_id: str, annotations: dict[str, bytes]
     ) -> bytes:
-        from apiserver.encryption.generated import kmsv2_pb2
-
-        started = time.perf_counter()
-        full = "/v2.KeyManagementService/Decrypt"
         request = kmsv2_pb2.DecryptRequest(
             ciphertext=ciphertext, uid=uid, key_id=key_id, annotations=annotations
         )
-        try:
-            response = self._client().Decrypt(request, timeout=self.timeout, wait_for_ready=True)
-        except Exception as error:
-            raise self._error(error, full, started) from None
-        self.metrics.kms_operation(self.name, full, "OK", time.perf_counter() - started)
-        return bytes(response.plaintext)
+        return bytes(self.client.call_sync("Decrypt", request).plaintext)
 
     def close(self) -> None:
-        if self._channel is not None:
-            self._channel.close()
-        self._channel = self._stub = None
+        self.client.close()
 
 
 def grpc_kms_factory(
@@ -619,18 +533,24 @@ def grpc_kms_factory(
 ) -> Callable[[EncryptionMetrics, list[Any]], KMSFactory]:
     """The factory :func:`apiserver.encryption.build.build_encryption` takes: each KMS v2
     provider becomes a :class:`KMSv2Provider` over :class:`GrpcKMSService`, appended to
-    ``parts`` (its status loop starts with the server). KMS v1 is refused (the feature gate
-    ``KMSv1`` is checked before this is called)."""
+    ``parts`` (its status loop starts with the server); KMS v1 (allowed only with the
+    ``KMSv1`` feature gate, checked before this is called) a :class:`KMSv1Provider`."""
 
     def bind(metrics: EncryptionMetrics, parts: list[Any]) -> KMSFactory:
         def make(config: KMSConfiguration) -> tuple[bytes, Transformer, Any]:
-            if config.api_version != "v2":
-                from apiserver.encryption.config import EncryptionConfigError
+            if config.api_version == "v1":
+                from apiserver.encryption.kmsv1 import GrpcKMSv1Service, KMSv1Provider
 
-                raise EncryptionConfigError(
-                    f'could not configure KMSv1-Plugin\'s probe "{config.name}", error: '
-                    "KMS v1 is not supported by this server"
+                v1 = KMSv1Provider(
+                    config.name,
+                    GrpcKMSv1Service(
+                        config.endpoint, config.name, config.timeout, reactor, metrics
+                    ),
+                    config.cachesize or 0,
+                    reactor,
+                    metrics,
                 )
+                return KMS_V1_PREFIX + config.name.encode() + b":", v1, v1
             service = GrpcKMSService(config.endpoint, config.name, config.timeout, reactor, metrics)
             provider = KMSv2Provider(config.name, service, reactor, metrics, apiserver_id)
             parts.append(provider)

@@ -30,6 +30,7 @@ def _exponential(start: float, factor: float, count: int) -> tuple[float, ...]:
 TRANSFORM_BUCKETS = _exponential(5e-6, 2, 25)
 DEK_GENERATION_BUCKETS = _exponential(5e-6, 2, 14)
 KMS_LATENCY_BUCKETS = _exponential(5e-4, 2, 14)
+INTER_ARRIVAL_BUCKETS = _exponential(60, 2, 10)
 
 
 class _Histogram:
@@ -79,6 +80,9 @@ class EncryptionMetrics:
         self.reloads: dict[tuple[str, str], int] = {}
         self.reload_last: dict[tuple[str, str], float] = {}
         self.config_info: tuple[str, str] | None = None
+        self.dek_cache_fill_percent = 0.0
+        self._last_arrival: dict[str, float] = {}
+        self.inter_arrival: dict[str, _Histogram] = {}
 
     def _now(self) -> float:
         if self._clock is None:
@@ -100,6 +104,17 @@ class EncryptionMetrics:
             if histogram is None:
                 histogram = self.durations[(kind, prefix)] = _Histogram(TRANSFORM_BUCKETS)
             histogram.observe(seconds)
+
+    def arrival(self, kind: str) -> None:
+        """``RecordArrival`` (KMS v1): seconds between transformations of one type."""
+        now = self._now()
+        last = self._last_arrival.get(kind)
+        self._last_arrival[kind] = now
+        if last is not None:
+            histogram = self.inter_arrival.get(kind)
+            if histogram is None:
+                histogram = self.inter_arrival[kind] = _Histogram(INTER_ARRIVAL_BUCKETS)
+            histogram.observe(now - last)
 
     def cache_miss(self) -> None:
         self.cache_misses += 1
@@ -183,6 +198,20 @@ class EncryptionMetrics:
         )
         failures.add_metric([], self.dek_generation_failures)
         yield failures
+        fill = GaugeMetricFamily(
+            "apiserver_envelope_encryption_dek_cache_fill_percent",
+            "Percent of the cache slots currently occupied by cached DEKs.",
+        )
+        fill.add_metric([], self.dek_cache_fill_percent)
+        yield fill
+        arrivals = HistogramMetricFamily(
+            "apiserver_envelope_encryption_dek_cache_inter_arrival_time_seconds",
+            "Time (in seconds) of inter arrival of transformation requests.",
+            labels=["transformation_type"],
+        )
+        for kind, histogram in self.inter_arrival.items():
+            arrivals.add_metric([kind], histogram.buckets(), histogram.total)
+        yield arrivals
         kms = HistogramMetricFamily(
             "apiserver_envelope_encryption_kms_operations_latency_seconds",
             "KMS operation duration with gRPC error code status total.",
