@@ -250,6 +250,14 @@ def decode(data: bytes) -> EncryptionConfiguration:
     try:
         text = data.decode("utf-8")
         doc = json.loads(text) if text.lstrip().startswith("{") else yaml.safe_load(text)
+    except yaml.MarkedYAMLError as error:
+        # Go's wording (``yaml: line N: <problem>``), without PyYAML's snippet of the file:
+        # the line may hold a key.
+        mark = error.problem_mark or error.context_mark
+        line = f"line {mark.line + 1}: " if mark is not None else ""
+        raise EncryptionConfigError(
+            f"error converting YAML to JSON: yaml: {line}{error.problem or error.context}"
+        ) from None
     except (ValueError, yaml.YAMLError, RecursionError) as error:
         raise EncryptionConfigError(f"error converting YAML to JSON: {error}") from None
     if not isinstance(doc, dict) or not doc.get("kind"):

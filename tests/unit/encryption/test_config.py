@@ -276,3 +276,11 @@ def test_json_configs_are_read(tmp_path: Path) -> None:
         '"resources":[{"resources":["events"],"providers":[{"identity":{}}]}]}'
     )
     assert load_encryption_config(write(tmp_path, text), False).transformers
+
+
+def test_yaml_errors_do_not_quote_the_file(tmp_path: Path) -> None:
+    path = write(tmp_path, HEAD + "resources:\n  - secret: SECRETVALUE\n bad: x\n")
+    with pytest.raises(EncryptionConfigError) as info:
+        load_encryption_config(path, False)
+    assert "SECRETVALUE" not in str(info.value)
+    assert "error converting YAML to JSON: yaml: line 5: " in str(info.value)
