@@ -59,6 +59,7 @@ from __future__ import annotations
 
 import os
 import re
+import uuid
 from collections.abc import Mapping
 from typing import Any
 
@@ -388,12 +389,16 @@ class Server:
         the post-start hook that starts the controller."""
         from apiserver.encryption.kmsv2 import grpc_kms_factory
 
+        # The server's identity in the KMS metrics' apiserver_id_hash (hashed there), as
+        # k8s.io/apiserver pkg/server/config.go names a server "apiserver-<uuid>".
+        apiserver_id = f"apiserver-{uuid.uuid4()}"
         encryption = build_encryption(
             config.encryption_provider_config,
             bool(config.encryption_provider_config_automatic_reload),
             reactor,
             feature_gates=config.feature_gates,
-            kms_factory=grpc_kms_factory(reactor),
+            kms_factory=grpc_kms_factory(reactor, apiserver_id),
+            apiserver_id=apiserver_id,
         )
         if encryption is None:
             return None
