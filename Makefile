@@ -59,6 +59,10 @@ proto: install-test
 	$(BIN)/pip install --quiet grpcio-tools
 	$(BIN)/python -m grpc_tools.protoc -Isrc --python_out=src --pyi_out=src \
 	  src/apiserver/protobuf/generated/*.proto
+	$(BIN)/python -m grpc_tools.protoc -Isrc --python_out=src --pyi_out=src \
+	  src/apiserver/encryption/generated/kmsv2_stored.proto
+	$(BIN)/python -m grpc_tools.protoc -Isrc --python_out=src --pyi_out=src --grpc_python_out=src \
+	  src/apiserver/encryption/generated/kmsv2.proto src/apiserver/encryption/generated/kmsv1.proto
 
 bench: install-test etcd
 	$(BIN)/python bench/run.py

@@ -10,6 +10,11 @@ report gives each side's median over the rounds and the ratio B / A of the media
     python bench/ab_bench.py --preset audit             # without vs with audit (issue 12)
     python bench/ab_bench.py --b-flags "--foo=bar" --name foo
     python bench/ab_bench.py --a-tree /path/to/old/checkout --name before-after
+    python bench/ab_bench.py --preset encryption        # identity vs aescbc vs aesgcm (issue 15)
+
+The ``encryption`` preset runs three daemons in the same run, each with an
+``--encryption-provider-config`` for events written into its work directory: identity (A),
+aescbc (B) and aesgcm (C, a 32-byte key each); the report has B / A and C / A.
 
 Each side is the daemon of ``bench/api_bench.py`` (``twistd apiserver`` on a fresh data
 dir, TLS, ABAC allowing anonymous load) with its own extra flags and source tree. Results
@@ -48,7 +53,35 @@ MEASUREMENTS: tuple[tuple[str, str, str], ...] = (
 PRESETS: dict[str, dict[str, str]] = {
     # Issue 12: every request at Metadata level to a log file in batch mode.
     "audit": {"a_label": "without audit", "b_label": "with audit", "b_audit": "1"},
+    # Issue 15: encryption at rest, identity against aescbc and aesgcm (a third side, C).
+    "encryption": {
+        "a_label": "identity",
+        "a_encryption": "identity",
+        "b_label": "aescbc",
+        "b_encryption": "aescbc",
+        "c_label": "aesgcm",
+        "c_encryption": "aesgcm",
+    },
 }
+
+#: The key of every encrypting side (32 bytes, base64): the bench measures cost, not secrecy.
+BENCH_KEY = "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="
+
+
+def encryption_config(workdir: Path, provider: str) -> Path:
+    """An EncryptionConfiguration for events with one provider (identity, aescbc, aesgcm)."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    body = (
+        "  - identity: {}\n"
+        if provider == "identity"
+        else f"  - {provider}: {{keys: [{{name: bench, secret: {BENCH_KEY}}}]}}\n"
+    )
+    path = workdir / "encryption.yaml"
+    path.write_text(
+        "apiVersion: apiserver.config.k8s.io/v1\nkind: EncryptionConfiguration\n"
+        "resources:\n- resources: [events]\n  providers:\n" + body
+    )
+    return path
 
 
 @dataclass
@@ -57,6 +90,7 @@ class Side:
     flags: list[str]
     tree: Path
     audit: bool = False
+    encryption: str = ""
     rps: dict[tuple[str, str], list[float]] = field(default_factory=dict)
 
 
@@ -147,6 +181,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.b_tree.resolve(),
         bool(preset.get("b_audit")),
     )
+    a.encryption = preset.get("a_encryption", "")
+    b.encryption = preset.get("b_encryption", "")
+    sides = [("a", a), ("b", b)]
+    if "c_label" in preset:
+        c = Side(preset["c_label"], [], args.b_tree.resolve(), False, preset["c_encryption"])
+        sides.append(("c", c))
     only = {tuple(item.split("-", 1)) for item in args.only.split(",") if item}
     measurements = [m for m in MEASUREMENTS if not only or (m[0], m[1]) in only]
     targets = parse_targets(args.target)
@@ -156,7 +196,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with ab.running(procs):
             servers = {}
-            for tag, side in (("a", a), ("b", b)):
+            for tag, side in sides:
+                if side.encryption:
+                    path = encryption_config(tmp / f"{tag}-config", side.encryption)
+                    side.flags.append(f"--encryption-provider-config={path}")
                 server = ab.start_daemon(
                     procs, tmp / tag, audit=side.audit, extra=side.flags, tree=side.tree
                 )
@@ -174,7 +217,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "list": (ab.events_path(ab.LIST_NS), None),
             }
             for round_ in range(args.rounds):
-                order = (("a", a), ("b", b)) if round_ % 2 == 0 else (("b", b), ("a", a))
+                shift = round_ % len(sides)
+                order = sides[shift:] + sides[:shift]
                 for key, proto, _ in measurements:
                     path, data = paths[key]
                     headers = ["accept: application/json"]
@@ -202,7 +246,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         procs.stop_all()
         shutil.rmtree(tmp, ignore_errors=True)
-    text = render(name, a, b, args.rounds, args.seconds, targets)
+    text = "\n".join(
+        render(name, a, other, args.rounds, args.seconds, targets) for _, other in sides[1:]
+    )
     print()
     print(text)
     if not args.no_write:

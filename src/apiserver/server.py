@@ -21,6 +21,9 @@ post-start hooks, and tears down in the opposite order):
     k8s.io/apiserver/pkg/storage/etcd3/compact.go), unless ``--store-compaction-interval=0``.
 ``watch-cache``
     the :class:`~apiserver.storage.cacher.Cacher` (unless ``--watch-cache=false``).
+``encryption-kms``, ``encryption-reload``
+    with ``--encryption-provider-config``: the KMS v2 plugins' status loops, and the
+    automatic reload controller (:mod:`apiserver.encryption`).
 ``auth-reload``
     ``--authorization-config`` and ``--authentication-config`` reloaders, OIDC key loaders.
 ``storage-metrics``
@@ -56,6 +59,7 @@ from __future__ import annotations
 
 import os
 import re
+import uuid
 from collections.abc import Mapping
 from typing import Any
 
@@ -75,8 +79,11 @@ from apiserver.auth import build_auth
 from apiserver.auth.authn import install_authn_routes
 from apiserver.discovery import install_discovery, runtime_config_enables_events
 from apiserver.discovery.documents import ExtraGroup
+from apiserver.encryption.build import Encryption, build_encryption
+from apiserver.encryption.dynamic import RELOAD_HOOK
 from apiserver.flowcontrol.build import build_flow_control
 from apiserver.healthz import (
+    HealthCheck,
     HealthRegistry,
     LogCheck,
     PostStartHooks,
@@ -263,6 +270,9 @@ class Server:
         self.hooks = PostStartHooks(clock, on_fatal=self._hook_failed)
         self.post_start = PostStartService(self.hooks, clock, announce=self._announce)
         self._add_hook("storage-readiness", self._storage_readiness)
+        # Encryption at rest (--encryption-provider-config): a bad file stops start-up here
+        # (an EncryptionConfigError, a ValueError naming the file); None without the flag.
+        self.encryption = self._build_encryption(config, reactor)
         self.shutdown_check = ShutdownCheck()
         self.health.add_last_readyz(self.shutdown_check)
 
@@ -288,6 +298,8 @@ class Server:
             on_initiated=self._shutdown_initiated,
         )
         self.metrics = Metrics(disabled=config.disabled_metrics or ())
+        if self.encryption is not None:
+            self.metrics.registry.register(self.encryption.metrics)
         # Admission plugins (apiserver.admission.config): a bad --admission-control-config-file
         # stops start-up here (an AdmissionConfigError, a ValueError naming the file).
         self.admission = build_admission(
@@ -370,6 +382,38 @@ class Server:
         self._install_api()
 
     # --- construction helpers ----------------------------------------------------------
+
+    def _build_encryption(self, config: ServerConfig, reactor: Any) -> Encryption | None:
+        """The transformers, KMS health checks (healthz and readyz, as
+        k8s.io/apiserver pkg/server/options/etcd.go adds them) and, with automatic reload,
+        the post-start hook that starts the controller."""
+        from apiserver.encryption.kmsv2 import grpc_kms_factory
+
+        # The server's identity in the KMS metrics' apiserver_id_hash (hashed there), as
+        # k8s.io/apiserver pkg/server/config.go names a server "apiserver-<uuid>".
+        apiserver_id = f"apiserver-{uuid.uuid4()}"
+        encryption = build_encryption(
+            config.encryption_provider_config,
+            bool(config.encryption_provider_config_automatic_reload),
+            reactor,
+            feature_gates=config.feature_gates,
+            kms_factory=grpc_kms_factory(reactor, apiserver_id),
+            apiserver_id=apiserver_id,
+        )
+        if encryption is None:
+            return None
+        for name, check in encryption.health_checks():
+            self.health.add(HealthCheck(name, check), livez=False)
+        self.root.add(PartsService("encryption-kms", encryption.parts))
+        controller = encryption.controller
+        if controller is not None:
+            self.root.add(PartsService("encryption-reload", [_Stopper(controller)]))
+
+            def start_reload() -> None:
+                controller.start()
+
+            self._add_hook(RELOAD_HOOK, start_reload)
+        return encryption
 
     def _add_hook(self, name: str, hook: Any) -> None:
         check = self.hooks.add(name, hook)
@@ -467,7 +511,12 @@ class Server:
             ttl=lambda: ttl,
             media_type=config.storage_media_type,
             conversion=corev1.STORAGE,
+            transformer=(
+                self.encryption.transformer_for() if self.encryption is not None else None
+            ),
         )
+        if self.encryption is not None:
+            self.encryption.dynamic.on_change(self.registry.forget_decoded)
         self.core_events_api = EventsAPI(
             self.registry,
             self.reactor,
@@ -584,3 +633,16 @@ def _default_version() -> str:
     from apiserver.version import DEFAULT_GIT_VERSION
 
     return DEFAULT_GIT_VERSION
+
+
+class _Stopper:
+    """A part whose start is a post-start hook's: stopping it stops what the hook started."""
+
+    def __init__(self, part: Any) -> None:
+        self.part = part
+
+    def start(self) -> None:
+        return None
+
+    def stop(self) -> None:
+        self.part.stop()

@@ -25,6 +25,9 @@ ALLOWED: dict[str, set[str]] = {
     "storage": set(),
     "protobuf": set(),
     "registry": {"storage", "apimachinery"},
+    # Encryption at rest: transformers behind storage.value's contract, and the strict
+    # decoding of its configuration file (apimachinery.strict).
+    "encryption": {"storage", "apimachinery"},
     "tls": set(),
     "metrics": {"http"},
     "healthz": {"http", "apimachinery"},

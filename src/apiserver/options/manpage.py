@@ -136,6 +136,40 @@ AUDIT_PARAGRAPHS = (
 )
 
 
+#: The ENCRYPTION AT REST section (k8s.io/apiserver pkg/server/options/encryptionconfig,
+#: kube-apiserver's key rotation procedure); docs/encryption.md has the details.
+ENCRYPTION_PARAGRAPHS = (
+    "--encryption-provider-config names an EncryptionConfiguration "
+    "(apiserver.config.k8s.io/v1, YAML or JSON, decoded strictly) whose rule for events lists "
+    "providers: identity, aescbc, aesgcm, secretbox (keys: name and base64 secret) or kms "
+    "(apiVersion v2, a plugin on a unix socket). The first provider encrypts what is "
+    "written, in kube-apiserver's stored format (k8s:enc:<provider>:v1:<key>: and the same "
+    "nonce and IV layout), so either server reads the other's store; every provider is "
+    "tried on read. A value no provider can read is an error (500), never an empty object. "
+    "A missing or invalid file stops start-up with a message naming it. An example is "
+    "etc/encryption-config.yaml in the source tree.",
+    "Rotating a key: (1) add the new key second in the provider's keys; (2) restart (or let "
+    "the automatic reload pick it up) on every server; (3) move the new key first and "
+    "restart or reload again; (4) rewrite every event, for example kubectl get events -A -o "
+    "json | kubectl replace -f - (an object read with an old key is rewritten even when "
+    "unchanged); (5) remove the old key and restart or reload.",
+    "With --encryption-provider-config-automatic-reload the file is checked every minute; a "
+    "valid change takes effect without a restart once its KMS plugins are healthy, an "
+    "invalid one keeps the old configuration and is logged and counted in "
+    "apiserver_encryption_config_controller_automatic_reloads_total. KMS plugins are checked "
+    "on /healthz and /readyz (kms-providers, or kms-provider-<i>).",
+)
+
+
+def _encryption_section() -> list[str]:
+    lines = [".SH ENCRYPTION AT REST"]
+    for index, paragraph in enumerate(ENCRYPTION_PARAGRAPHS):
+        if index:
+            lines.append(".PP")
+        lines.append(escape(paragraph))
+    return lines
+
+
 def _audit_section() -> list[str]:
     lines = [".SH AUDIT"]
     for index, paragraph in enumerate(AUDIT_PARAGRAPHS):
@@ -190,6 +224,7 @@ def render_man() -> str:
         for flag in flags:
             out += _flag_entry(flag)
     out += _audit_section()
+    out += _encryption_section()
     out += [
         ".SH FILES",
         ".TP",

@@ -290,6 +290,7 @@ FLAGS: tuple[Flag, ...] = (
         "string",
         "",
         "File with the encryption providers used for secrets in the store.",
+        implemented=True,
     ),
     _etcd(
         "encryption-provider-config-automatic-reload",
@@ -297,6 +298,7 @@ FLAGS: tuple[Flag, ...] = (
         False,
         "Reload --encryption-provider-config when the file changes. KMS plugins are then no "
         "longer told apart in the health endpoints.",
+        implemented=True,
     ),
     _etcd(
         "lease-reuse-duration-seconds",

@@ -29,6 +29,7 @@ from typing import Any
 import attrs
 
 from apiserver.apimachinery import errors
+from apiserver.gocompat.quote import go_quote
 from apiserver.registry.storagecodec import StorageCodecError, StorageSerializer, serializer_for
 from apiserver.storage.flowcontrol import MAX_PENDING_PER_WATCHER, pausable_watch
 from apiserver.storage.interface import (
@@ -46,6 +47,7 @@ from apiserver.storage.interface import (
     cached_lists_of,
     current_reads_of,
 )
+from apiserver.storage.value import ValueTransformer, ValueTransformError
 
 Obj = dict[str, Any]
 #: Decoded objects kept per (key, revision); oldest out first.
@@ -100,6 +102,27 @@ def type_meta_conversion(kind: str, api_version: str) -> StorageConversion:
     return StorageConversion(to_stored, from_stored)
 
 
+class _Untransformable(errors.StatusError):
+    """A stored value no transformer could read: the 500 of a GET (etcd3/store.go
+    ``storage.NewInternalError(err)``); a list re-words it with the key."""
+
+    def __init__(self, key: bytes, reason: str) -> None:
+        super().__init__(
+            500,
+            "InternalError",
+            f"Internal error occurred: {reason}",
+            {"causes": [{"message": reason}]},
+        )
+        self.key = key
+        self.reason = reason
+
+    def in_list(self) -> errors.StatusError:
+        """etcd3/store.go ``processListItem``: ``unable to transform key "<key>": <err>``."""
+        return errors.internal_error(
+            f"unable to transform key {go_quote(self.key.decode(errors='replace'))}: {self.reason}"
+        )
+
+
 class NoChange(Exception):
     """Raised by a try-update function to keep the stored object as it is."""
 
@@ -136,6 +159,7 @@ class Registry:
         max_pending_per_watcher: int = MAX_PENDING_PER_WATCHER,
         conversion: StorageConversion | None = None,
         serializer: StorageSerializer | None = None,
+        transformer: ValueTransformer | None = None,
     ) -> None:
         self.store = store
         self._current: CurrentReads | None = current_reads_of(store)
@@ -152,6 +176,14 @@ class Registry:
         self._from_stored = self.conversion.from_stored
         self._encode = self.serializer.encode
         self._decode_bytes = self.serializer.decode
+        #: Encryption at rest (``--encryption-provider-config``): None costs nothing; else
+        #: values are sealed on write and opened on read, the key as authenticated data,
+        #: and the (key, revision) of values read stale are remembered so that an update
+        #: rewrites them even when the object did not change (etcd3/store.go GuaranteedUpdate).
+        self._transformer = transformer
+        self._stale: dict[tuple[bytes, int], None] = {}
+        if transformer is not None:
+            self._decode = self._decode_transformed  # type: ignore[method-assign]
 
     def for_group_resource(self, group_resource: errors.GroupResource) -> Registry:
         """This registry naming ``group_resource`` in its errors: the same store, keys,
@@ -202,6 +234,40 @@ class Registry:
         obj = self._from_stored(stored)
         metadata(obj)["resourceVersion"] = str(kv.mod_revision)
         return obj
+
+    def forget_decoded(self) -> None:
+        """Drop every decoded object and stale mark: the encryption configuration changed
+        (a reload), so what was current may now be stale."""
+        self._decoded.clear()
+        self._stale.clear()
+
+    def _decode_transformed(self, kv: KeyValue) -> Obj:
+        """:meth:`_decode` behind the value transformer (installed only with one)."""
+        assert self._transformer is not None
+        try:
+            plain, stale = self._transformer.from_storage(kv.value, kv.key)
+        except ValueTransformError as error:
+            raise _Untransformable(kv.key, str(error)) from None
+        if stale:
+            marks = self._stale
+            if len(marks) >= DECODE_CACHE_SIZE:
+                del marks[next(iter(marks))]
+            marks[(kv.key, kv.mod_revision)] = None
+        try:
+            stored = self._decode_bytes(plain)
+        except StorageCodecError as error:
+            raise errors.internal_error(f"{kv.key.decode(errors='replace')}: {error}") from None
+        obj = self._from_stored(stored)
+        metadata(obj)["resourceVersion"] = str(kv.mod_revision)
+        return obj
+
+    def _seal(self, data: bytes, key: bytes) -> bytes:
+        """``TransformToStorage`` (etcd3/store.go: a failure is an internal error)."""
+        assert self._transformer is not None
+        try:
+            return self._transformer.to_storage(data, key)
+        except ValueTransformError as error:
+            raise errors.internal_error(str(error)) from None
 
     # --- reads -----------------------------------------------------------------------------
 
@@ -287,14 +353,17 @@ class Registry:
             read_revision = result.revision
             last_key: bytes | None = None
             taken = 0
-            for kv in result.kvs:
-                taken += 1
-                last_key = kv.key
-                obj = self.decode(kv)
-                if keep is None or keep(obj):
-                    items.append(obj)
-                    if limit and len(items) >= limit:
-                        break
+            try:
+                for kv in result.kvs:
+                    taken += 1
+                    last_key = kv.key
+                    obj = self.decode(kv)
+                    if keep is None or keep(obj):
+                        items.append(obj)
+                        if limit and len(items) >= limit:
+                            break
+            except _Untransformable as failed:
+                raise failed.in_list() from None
             more_in_batch = taken < len(result.kvs)
             has_more = result.more or more_in_batch
             if limit and len(items) >= limit:
@@ -344,7 +413,10 @@ class Registry:
         items: list[Obj] = []
         kvs = result.kvs
         for index, kv in enumerate(kvs):
-            obj = self.decode(kv)
+            try:
+                obj = self.decode(kv)
+            except _Untransformable as failed:
+                raise failed.in_list() from None
             if keep is not None and not keep(obj):
                 continue
             items.append(obj)
@@ -367,8 +439,11 @@ class Registry:
             if existing is not None:
                 raise errors.already_exists(self.group_resource, name)
             return obj
+        key = self.key(namespace, name)
+        if self._transformer is not None:
+            data = self._seal(data, key)
         try:
-            kv = await self.store.create(self.key(namespace, name), data, ttl=self.ttl())
+            kv = await self.store.create(key, data, ttl=self.ttl())
         except KeyExistsError:
             raise errors.already_exists(self.group_resource, name) from None
         meta["resourceVersion"] = str(kv.mod_revision)
@@ -404,8 +479,11 @@ class Registry:
                     raise errors.not_found(self.group_resource, name)
                 if dry_run:
                     return new, True
+                data = self.encode(new)
+                if self._transformer is not None:
+                    data = self._seal(data, key)
                 try:
-                    kv = await self.store.create(key, self.encode(new), ttl=self.ttl())
+                    kv = await self.store.create(key, data, ttl=self.ttl())
                 except KeyExistsError:
                     continue
                 metadata(new)["resourceVersion"] = str(kv.mod_revision)
@@ -417,12 +495,14 @@ class Registry:
             if new is None:
                 return current, False
             data = self.encode(new)
-            if data == self.encode(current):
+            if data == self.encode(current) and (key, revision) not in self._stale:
                 metadata(new)["resourceVersion"] = str(revision)
                 return new, False
             if dry_run:
                 metadata(new)["resourceVersion"] = str(revision)
                 return new, False
+            if self._transformer is not None:
+                data = self._seal(data, key)
             try:
                 ttl = self.ttl() if attach_ttl else 0
                 kv = await self.store.update(key, data, revision, ttl=ttl)

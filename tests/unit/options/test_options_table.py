@@ -144,6 +144,8 @@ IMPLEMENTED = {
     "livez-grace-period",
     # priority and fairness / max-in-flight (apiserver.flowcontrol)
     "enable-priority-and-fairness",
+    "encryption-provider-config",
+    "encryption-provider-config-automatic-reload",
     "max-requests-inflight",
     "max-mutating-requests-inflight",
     "log-flush-frequency",

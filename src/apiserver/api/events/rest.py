@@ -395,10 +395,11 @@ class EventsAPI:
         assert target.namespace is not None and target.name is not None
         if _query_str(info.query, b"resourceVersion") not in ("", "0"):
             return None
-        known, obj = self.registry.get_now(target.namespace, target.name)
-        if not known:
-            return None
         try:
+            # A stored value that cannot be read (encryption at rest) is a Status 500 here too.
+            known, obj = self.registry.get_now(target.namespace, target.name)
+            if not known:
+                return None
             if obj is None:
                 raise errors.not_found(self.gr, target.name)
             return self._render_object(request, info, 200, obj, stored=True)
