@@ -136,6 +136,8 @@ class PriorityLevel:
     exempt_dispatched: int = 0
     #: Seat demand: the exponentially smoothed envelope and the last period's figures.
     demand: SeatDemand = attrs.field(factory=SeatDemand)
+    #: The last borrowing period's allocation target.
+    target: float = 0.0
     #: ``(uid,)``: the header's values, built once.
     header_values: tuple[bytes, ...] = attrs.field(init=False)
 
@@ -361,13 +363,8 @@ class PriorityAndFairness:
             assert level.queues is not None
             level.demand.update(*level.queues.take_demand(now))
             min_current = max(level.min_limit, min(level.nominal, level.demand.high_watermark))
-            claims.append(
-                Claim(
-                    float(level.min_limit),
-                    float(level.max_limit),
-                    max(float(min_current), level.demand.smoothed),
-                )
-            )
+            level.target = max(float(min_current), level.demand.smoothed)
+            claims.append(Claim(float(level.min_limit), float(level.max_limit), level.target))
         try:
             allocations, self.fair_frac = allocate_concurrency(
                 sum(level.nominal for level in limited), claims
