@@ -337,11 +337,13 @@ def test_kubectl_sends_a_user_to_a_tiny_level(
     wait_for(lambda: schema_uid_of(daemon, "tok-flood") == created["metadata"]["uid"])
     # The Dangling condition the config consumer writes.
     wait_for(
-        lambda: json.loads(daemon.get(FLOWCONTROL + "/flowschemas/flooder")[2])
-        .get("status", {})
-        .get("conditions", [{}])[0]
-        .get("reason")
-        == "Found"
+        lambda: (
+            json.loads(daemon.get(FLOWCONTROL + "/flowschemas/flooder")[2])
+            .get("status", {})
+            .get("conditions", [{}])[0]
+            .get("reason")
+            == "Found"
+        )
     )
 
     codes = flood(daemon, "tok-flood", 60, 20)
@@ -369,9 +371,7 @@ def test_kubectl_sends_a_user_to_a_tiny_level(
     _, _, body = daemon.get(FLOWCONTROL + "/flowschemas/flooder")
     assert json.loads(body)["metadata"]["generation"] == 2
     global_default = json.loads(daemon.get(FLOWCONTROL + "/flowschemas/global-default")[2])
-    wait_for(
-        lambda: schema_uid_of(daemon, "tok-flood") == global_default["metadata"]["uid"]
-    )
+    wait_for(lambda: schema_uid_of(daemon, "tok-flood") == global_default["metadata"]["uid"])
     out = kubectl(kubeconfig, "delete", "flowschema", "flooder")
     assert 'flowschema.flowcontrol.apiserver.k8s.io "flooder" deleted' in out
     assert daemon.get(FLOWCONTROL + "/flowschemas/flooder")[0] == 404
@@ -386,8 +386,10 @@ def test_kubectl_sends_a_user_to_a_tiny_level(
         timeout=60,
     )
     assert out_bad.returncode != 0
-    assert "spec.limited.limitResponse.queuing.handSize: Invalid value: 2: should not be " \
+    assert (
+        "spec.limited.limitResponse.queuing.handSize: Invalid value: 2: should not be "
         "greater than queues (1)" in out_bad.stderr
+    )
     status, _, _ = daemon.get(FLOWCONTROL + "/flowschemas/catch-all", method="DELETE")
     assert status == 200
 
