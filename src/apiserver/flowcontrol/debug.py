@@ -69,8 +69,10 @@ def dump_priority_levels(apf: PriorityAndFairness) -> bytes:
             )
         )
     ]
-    for name in sorted(apf.levels):
-        level = apf.levels[name]
+    every = {**apf.quiescing, **apf.levels}
+    for name in sorted(every):
+        level = every[name]
+        quiescing = name in apf.quiescing and name not in apf.levels
         qs = level.queues
         if qs is None:
             row = (
@@ -90,7 +92,7 @@ def dump_priority_levels(apf: PriorityAndFairness) -> bytes:
                 name,
                 str(qs.active_queues()),
                 _go_bool(qs.waiting == 0 and qs.executing == 0),
-                "false",
+                _go_bool(quiescing),
                 str(qs.waiting),
                 str(qs.executing),
                 str(qs.dispatched),

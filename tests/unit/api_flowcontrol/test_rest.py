@@ -202,7 +202,7 @@ def test_update_bumps_generation_and_keeps_status(h: Harness) -> None:
     stale = json.loads(json.dumps(new))
     code, conflict = h.json("PUT", "flowschemas/mine", stale)
     assert code == 409 and conflict["reason"] == "Conflict"
-    code, missing = h.json("PUT", "flowschemas/other", {**new, "metadata": {"name": "other"}})
+    code, _ = h.json("PUT", "flowschemas/other", {**new, "metadata": {"name": "other"}})
     assert code == 404
 
 
