@@ -192,16 +192,35 @@ class QueueSet:
         self.seats_in_use = in_use + seats
         self.executing += 1
         self.dispatched += 1
-        self.demand_changed(now)
+        # demand_changed(now), inlined (the fast path; nobody waits, so demand = in use).
+        elapsed = now - self._demand_last
+        if elapsed > 0:
+            demand = self._demand
+            self._demand_area += demand * elapsed
+            self._demand_square += demand * demand * elapsed
+            self._demand_last = now
+        demand = in_use + seats
+        self._demand = demand
+        if demand > self.demand_high:
+            self.demand_high = demand
         return True
 
     def release(self, seats: int, now: float) -> None:
         """A request that got its seats from :meth:`try_acquire` finished."""
         self.seats_in_use -= seats
         self.executing -= 1
-        self.demand_changed(now)
         if self.waiting:
+            self.demand_changed(now)
             self._dispatch_as_much_as_possible()
+            return
+        # demand_changed(now), inlined: nothing waits, the demand only went down.
+        elapsed = now - self._demand_last
+        if elapsed > 0:
+            demand = self._demand
+            self._demand_area += demand * elapsed
+            self._demand_square += demand * demand * elapsed
+            self._demand_last = now
+        self._demand = self.seats_in_use
 
     def release_later(self, seats: int) -> None:
         """:meth:`release` on the clock's time (a write's final seats, held after it ends)."""

@@ -315,3 +315,37 @@ def test_human_duration() -> None:
         "25h",
         "10d",
     ]
+
+
+def test_server_side_apply_creates_then_updates(h: Harness) -> None:
+    import yaml
+
+    body = yaml.safe_dump(LEVEL).encode()
+    code, created = h.json(
+        "PATCH",
+        "prioritylevelconfigurations/tiny?fieldManager=me",
+        body,
+        content_type="application/apply-patch+yaml",
+    )
+    assert code == 201, created
+    assert created["metadata"]["managedFields"][0]["manager"] == "me"
+    assert created["metadata"]["managedFields"][0]["operation"] == "Apply"
+    changed = json.loads(json.dumps(LEVEL))
+    changed["spec"]["limited"]["nominalConcurrencyShares"] = 7
+    code, updated = h.json(
+        "PATCH",
+        "prioritylevelconfigurations/tiny?fieldManager=me",
+        yaml.safe_dump(changed).encode(),
+        content_type="application/apply-patch+yaml",
+    )
+    assert code == 200, updated
+    assert updated["spec"]["limited"]["nominalConcurrencyShares"] == 7
+    assert updated["metadata"]["generation"] == 2
+
+
+def test_create_records_managed_fields(h: Harness) -> None:
+    code, created = h.json("POST", "flowschemas?fieldManager=kubectl-create", SCHEMA)
+    assert code == 201
+    [entry] = created["metadata"]["managedFields"]
+    assert (entry["manager"], entry["operation"]) == ("kubectl-create", "Update")
+    assert "f:spec" in entry["fieldsV1"]

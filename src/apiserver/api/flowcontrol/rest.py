@@ -575,9 +575,17 @@ class FlowControlAPI:
             raise errors.bad_request("resourceVersion should not be set on objects to be created")
         if not meta.get("name") and meta.get("generateName"):
             meta["name"] = generate_name(str(meta["generateName"]))
+        self._prepare_create(kind, obj)
+        self._track(kind, None, obj, self._manager(request, opts))
+        created = await self.registries[kind.resource].create(obj, dry_run=opts.is_dry_run)
+        return self._object_response(request, kind, 201, created, warnings)
+
+    def _prepare_create(self, kind: Kind, obj: Obj) -> None:
+        """PrepareForCreate (no status, the first generation), server fields, defaults,
+        validation."""
+        meta = metadata(obj)
         if not meta.get("namespace"):
             meta.pop("namespace", None)
-        # PrepareForCreate: a new object has no status and its first generation.
         obj["status"] = {}
         meta["generation"] = 1
         meta["uid"] = self.new_uid()
@@ -586,12 +594,15 @@ class FlowControlAPI:
         errs = kind.validate(to_wire(kind, obj))
         if errs:
             raise self._invalid(kind, meta.get("name") or "", errs)
-        self._track(kind, None, obj, self._manager(request, opts))
-        created = await self.registries[kind.resource].create(obj, dry_run=opts.is_dry_run)
-        return self._object_response(request, kind, 201, created, warnings)
 
     def _prepare_update(
-        self, kind: Kind, current: Obj, new: Obj, status: bool, manager: str
+        self,
+        kind: Kind,
+        current: Obj,
+        new: Obj,
+        status: bool,
+        manager: str,
+        track: bool = True,
     ) -> Obj:
         """The strategies' PrepareForUpdate, the identity checks and validation."""
         cur_meta = metadata(current)
@@ -635,7 +646,8 @@ class FlowControlAPI:
         errs = types.validate_status(wire) if status else kind.validate(wire)
         if errs:
             raise self._invalid(kind, name, errs)
-        self._track(kind, current, new, manager, "status" if status else "")
+        if track:  # server-side apply recorded its own managed fields
+            self._track(kind, current, new, manager, "status" if status else "")
         return new
 
     async def update(
@@ -683,7 +695,21 @@ class FlowControlAPI:
 
         async def try_update(current: Obj | None) -> Obj | None:
             if current is None:
-                raise errors.not_found(kind.group_resource, name)
+                if not applying or status:
+                    raise errors.not_found(kind.group_resource, name)
+                # patch.go: server-side apply creates a missing object (forceAllowCreate).
+                created = patcher.apply(None, _now_text(self.clock))
+                created.pop("kind", None)
+                created.pop("apiVersion", None)
+                meta = metadata(created)
+                if meta.get("name", name) != name:
+                    raise errors.bad_request(
+                        f"the name of the object ({meta['name']}) does not match the name on "
+                        f"the URL ({name})"
+                    )
+                meta["name"] = name
+                self._prepare_create(kind, created)
+                return created
             patched = patcher.apply(to_wire(kind, current), _now_text(self.clock))
             patched.pop("kind", None)
             patched.pop("apiVersion", None)
@@ -693,15 +719,17 @@ class FlowControlAPI:
                 meta.setdefault("resourceVersion", metadata(current).get("resourceVersion"))
             else:
                 meta["resourceVersion"] = metadata(current).get("resourceVersion")
-            new = self._prepare_update(kind, current, patched, status, manager)
+            new = self._prepare_update(kind, current, patched, status, manager, not applying)
             if new == current:
                 raise NoChange
             return new
 
-        result, _ = await registry.guaranteed_update(
-            "", name, try_update, dry_run=opts.is_dry_run, allow_create=False
+        result, created = await registry.guaranteed_update(
+            "", name, try_update, dry_run=opts.is_dry_run, allow_create=applying and not status
         )
-        return self._object_response(request, kind, 200, result, patcher.warnings)
+        return self._object_response(
+            request, kind, 201 if created else 200, result, patcher.warnings
+        )
 
     def _delete_options(self, request: HTTPRequest, info: RequestInfo) -> Any:
         raw = request.content.read() if request.content is not None else b""
