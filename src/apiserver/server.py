@@ -515,6 +515,7 @@ class Server:
             registries,
             min_request_timeout=float(self.config.min_request_timeout),
             missing_level=lambda name: name not in apf.levels,
+            admission=self.admission.admission,
         )
         self.router.add_prefix(FLOWCONTROL_BASE, self.flowcontrol_api.handle)
         self.flowcontrol_config = ConfigController(

@@ -349,3 +349,23 @@ def test_create_records_managed_fields(h: Harness) -> None:
     [entry] = created["metadata"]["managedFields"]
     assert (entry["manager"], entry["operation"]) == ("kubectl-create", "Update")
     assert "f:spec" in entry["fieldsV1"]
+
+
+def test_admission_sees_every_write(h: Harness) -> None:
+    from apiserver.admission.plugins.always import AlwaysDenyPlugin
+
+    h.json("POST", "flowschemas", SCHEMA)
+    h.api.admission = AlwaysDenyPlugin()
+    code, status = h.json("POST", "flowschemas", {**SCHEMA, "metadata": {"name": "two"}})
+    assert code == 403 and status["reason"] == "Forbidden"
+    assert "flowschemas.flowcontrol.apiserver.k8s.io" in status["message"]
+    assert h.json("DELETE", "flowschemas/mine")[0] == 403
+    code, _ = h.json(
+        "PATCH",
+        "flowschemas/mine",
+        {"spec": {"matchingPrecedence": 5}},
+        content_type="application/merge-patch+json",
+    )
+    assert code == 403
+    h.api.admission = None
+    assert h.json("GET", "flowschemas/mine")[1]["spec"]["matchingPrecedence"] == 1000

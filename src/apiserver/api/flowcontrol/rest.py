@@ -27,6 +27,16 @@ from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
+from apiserver.admission import Admission
+from apiserver.admission.interface import (
+    CREATE,
+    DELETE,
+    UPDATE,
+    Attributes,
+    Operation,
+    run_mutating,
+    run_validating,
+)
 from apiserver.api.events.rest import decode_document
 from apiserver.api.flowcontrol import types
 from apiserver.apimachinery import errors, negotiation, request_options
@@ -355,6 +365,7 @@ class FlowControlAPI:
         missing_level: Callable[[str], bool] = lambda _: False,
         new_uid: Callable[[], str] = new_uuid,
         wall_clock: Callable[[], float] = time.time,
+        admission: Admission | None = None,
     ) -> None:
         self.clock = clock
         self.registries = dict(registries)
@@ -364,6 +375,8 @@ class FlowControlAPI:
         self.new_uid = new_uid
         self.wall_clock = wall_clock
         self.rng = random.Random()
+        #: Admission (apiserver.admission) around every write; None: no plugin acts.
+        self.admission = admission
 
     # --- dispatch ----------------------------------------------------------------------------
 
@@ -561,6 +574,40 @@ class FlowControlAPI:
         else:
             meta.pop("managedFields", None)
 
+    async def _admit(
+        self,
+        operation: Operation,
+        info: RequestInfo,
+        kind: Kind,
+        obj: Obj | None,
+        old: Obj | None,
+        *,
+        dry_run: bool,
+        subresource: str = "",
+    ) -> None:
+        """Mutating then validating admission of a write (the handlers' admission calls)."""
+        admission = self.admission
+        if admission is None:
+            return
+        named = obj if obj is not None else old
+        attributes = Attributes(
+            operation,
+            GROUP,
+            VERSION,
+            kind.resource,
+            kind.kind,
+            "",
+            (metadata(named).get("name") or "") if named is not None else "",
+            obj,
+            old,
+            subresource=subresource,
+            dry_run=dry_run,
+            user=info.user,
+        )
+        if operation != DELETE:
+            await run_mutating(admission, attributes)
+        await run_validating(admission, attributes)
+
     def _invalid(self, kind: Kind, name: str, errs: list[FieldError]) -> errors.StatusError:
         return errors.invalid_error(kind.kind, name, errs, GROUP)
 
@@ -576,6 +623,7 @@ class FlowControlAPI:
         if not meta.get("name") and meta.get("generateName"):
             meta["name"] = generate_name(str(meta["generateName"]))
         self._prepare_create(kind, obj)
+        await self._admit(CREATE, info, kind, obj, None, dry_run=opts.is_dry_run)
         self._track(kind, None, obj, self._manager(request, opts))
         created = await self.registries[kind.resource].create(obj, dry_run=opts.is_dry_run)
         return self._object_response(request, kind, 201, created, warnings)
@@ -662,8 +710,19 @@ class FlowControlAPI:
         async def try_update(current: Obj | None) -> Obj | None:
             if current is None:
                 raise errors.not_found(kind.group_resource, name)
-            new = orjson.loads(orjson.dumps(body))
-            return self._prepare_update(kind, current, new, status, manager)
+            new = self._prepare_update(
+                kind, current, orjson.loads(orjson.dumps(body)), status, manager
+            )
+            await self._admit(
+                UPDATE,
+                info,
+                kind,
+                new,
+                current,
+                dry_run=opts.is_dry_run,
+                subresource="status" if status else "",
+            )
+            return new
 
         result, _ = await registry.guaranteed_update(
             "", name, try_update, dry_run=opts.is_dry_run, allow_create=False
@@ -709,6 +768,7 @@ class FlowControlAPI:
                     )
                 meta["name"] = name
                 self._prepare_create(kind, created)
+                await self._admit(CREATE, info, kind, created, None, dry_run=opts.is_dry_run)
                 return created
             patched = patcher.apply(to_wire(kind, current), _now_text(self.clock))
             patched.pop("kind", None)
@@ -722,6 +782,15 @@ class FlowControlAPI:
             new = self._prepare_update(kind, current, patched, status, manager, not applying)
             if new == current:
                 raise NoChange
+            await self._admit(
+                UPDATE,
+                info,
+                kind,
+                new,
+                current,
+                dry_run=opts.is_dry_run,
+                subresource="status" if status else "",
+            )
             return new
 
         result, created = await registry.guaranteed_update(
@@ -740,12 +809,27 @@ class FlowControlAPI:
         request_options.validate_delete_options(opts)
         return opts
 
+    def _delete_admission(
+        self, info: RequestInfo, kind: Kind, dry_run: bool
+    ) -> Callable[[Obj], Coroutine[Any, Any, None]] | None:
+        if self.admission is None:
+            return None
+
+        async def validate(current: Obj) -> None:
+            await self._admit(DELETE, info, kind, None, current, dry_run=dry_run)
+
+        return validate
+
     async def delete(
         self, request: HTTPRequest, info: RequestInfo, kind: Kind, name: str, status: bool
     ) -> Response:
         opts = self._delete_options(request, info)
         deleted = await self.registries[kind.resource].delete(
-            "", name, _check_preconditions(kind, opts), dry_run=opts.is_dry_run
+            "",
+            name,
+            _check_preconditions(kind, opts),
+            dry_run=opts.is_dry_run,
+            validate=self._delete_admission(info, kind, opts.is_dry_run),
         )
         meta = metadata(deleted)
         return _json(
@@ -779,7 +863,9 @@ class FlowControlAPI:
                     metadata(obj)["name"],
                     _check_preconditions(kind, opts),
                     dry_run=opts.is_dry_run,
+                    validate=self._delete_admission(info, kind, opts.is_dry_run),
                 )
+
             except errors.StatusError as error:
                 if error.code == 404:
                     continue
