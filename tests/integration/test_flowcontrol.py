@@ -370,6 +370,24 @@ def test_kubectl_sends_a_user_to_a_tiny_level(
     )
     _, _, body = daemon.get(FLOWCONTROL + "/flowschemas/flooder")
     assert json.loads(body)["metadata"]["generation"] == 2
+    # kubectl replace (PUT of an edited copy) and a strategic merge patch (kubectl edit's).
+    edited = json.loads(kubectl(kubeconfig, "get", "flowschema", "flooder", "-o", "json"))
+    edited["spec"]["matchingPrecedence"] = 60
+    out = kubectl(kubeconfig, "replace", "-f", "-", stdin=json.dumps(edited))
+    assert "flowschema.flowcontrol.apiserver.k8s.io/flooder replaced" in out
+    kubectl(
+        kubeconfig,
+        "patch",
+        "flowschema",
+        "flooder",
+        "-p",
+        '{"metadata":{"labels":{"edited":"yes"}},"spec":{"matchingPrecedence":70}}',
+    )
+    _, _, body = daemon.get(FLOWCONTROL + "/flowschemas/flooder")
+    patched = json.loads(body)
+    assert patched["spec"]["matchingPrecedence"] == 70
+    assert patched["metadata"]["labels"] == {"edited": "yes"}
+    assert patched["metadata"]["generation"] == 4
     global_default = json.loads(daemon.get(FLOWCONTROL + "/flowschemas/global-default")[2])
     wait_for(lambda: schema_uid_of(daemon, "tok-flood") == global_default["metadata"]["uid"])
     out = kubectl(kubeconfig, "delete", "flowschema", "flooder")
