@@ -168,20 +168,21 @@ class PriorityLevel:
 
 
 def allocate(levels: Iterable[PriorityLevel], total: int, clock: IReactorTime) -> None:
-    """apf_controller.go's concurrency arithmetic: each Limited level's nominal limit is
+    """apf_controller.go's concurrency arithmetic: each level's nominal limit is
     ``ceil(total * shares / sum of shares)``, its lendable part ``round(nominal * lendable%)``;
     the most seats one request may take is 15% of the nominal limit, at most nominal/handSize,
     at least 1. The current limit starts at the nominal one. A level that has a queue set
     keeps it (reconfigured); the others get one."""
     levels = list(levels)
-    share_sum = sum(level.shares for level in levels if not level.exempt)
+    # The exempt level's shares count too (0 unless changed), though it is never limited.
+    share_sum = sum(level.shares for level in levels)
     for level in levels:
-        if level.exempt:
-            continue
         nominal = math.ceil(total * level.shares / share_sum) if share_sum else 0
         level.nominal = nominal
         level.current = nominal
         level.lendable = round(nominal * level.lendable_percent / 100)
+        if level.exempt:
+            continue
         queues, hand, length = level.queuing
         level.max_seats = 1
         if queues:
