@@ -120,7 +120,7 @@ def dump_queues(apf: PriorityAndFairness) -> bytes:
             )
         )
     ]
-    for name, level in apf.levels.items():
+    for name, level in {**apf.quiescing, **apf.levels}.items():
         if level.queues is None:
             continue
         for queue in level.queues.queues:
@@ -186,7 +186,7 @@ def dump_requests(apf: PriorityAndFairness, details: bool) -> bytes:
             cells += list(request.details or ("",) * 8)
         lines.append(SEP.join(cells))
 
-    for name, level in apf.levels.items():
+    for name, level in {**apf.quiescing, **apf.levels}.items():
         if level.queues is None:
             continue
         for queue in level.queues.queues:
