@@ -160,3 +160,25 @@ def test_controller_reconfigures_live_and_marks_dangling_schemas() -> None:
     finally:
         controller.stop()
     assert all(not call.active() for call in h.clock.getDelayedCalls())
+
+
+def test_the_exempt_levels_settable_fields_are_kept() -> None:
+    h = Harness()
+    ensure(h)
+    code, patched = h.json(
+        "PATCH",
+        "prioritylevelconfigurations/exempt",
+        {"spec": {"exempt": {"nominalConcurrencyShares": 5, "lendablePercent": 10}}},
+        content_type="application/merge-patch+json",
+    )
+    assert code == 200, patched
+    code, refused = h.json(  # the type stays fixed
+        "PATCH",
+        "prioritylevelconfigurations/exempt",
+        {"spec": {"type": "Limited"}},
+        content_type="application/merge-patch+json",
+    )
+    assert code == 422 and "spec.type" in refused["message"]
+    ensure(h)
+    exempt = h.json("GET", "prioritylevelconfigurations/exempt")[1]["spec"]["exempt"]
+    assert exempt == {"nominalConcurrencyShares": 5, "lendablePercent": 10}

@@ -6,7 +6,8 @@ storage_flowcontrol.go`` (``ensure``: suggested objects, then mandatory ones, th
 
 - a **mandatory** object (``exempt`` and ``catch-all``, both kinds) is created when missing,
   and its spec and ``apf.kubernetes.io/autoupdate-spec: "true"`` annotation are restored
-  whenever they differ;
+  whenever they differ (the exempt level's ``spec.exempt``, which validation lets an
+  administrator change, is kept);
 - a **suggested** object is created when missing; an existing one is kept up to date only
   while its annotation says ``true`` (a missing or unreadable annotation counts as true while
   the object's generation is still 1, i.e. nobody changed its spec); the annotation is
@@ -113,17 +114,23 @@ class Ensurer:
             if current is None:
                 raise NoChange
             meta = metadata(current)
+            wanted = spec
+            live_exempt = (current.get("spec") or {}).get("exempt")
+            if kind is PRIORITY_LEVELS and name == "exempt" and live_exempt is not None:
+                # The exempt level's shares and lendable percent are the administrator's
+                # (validation lets them change): the ensurer keeps them.
+                wanted = {**spec, "exempt": live_exempt}
             auto = mandatory or should_update_spec(meta)
             annotation = "true" if auto else "false"
             update_annotation = _parse_annotation(meta) is not auto
-            spec_changed = auto and current.get("spec") != spec
+            spec_changed = auto and current.get("spec") != wanted
             if not (update_annotation or spec_changed):
                 raise NoChange
             new_meta = dict(meta)
             new_meta["annotations"] = {**(meta.get("annotations") or {}), AUTO_UPDATE: annotation}
             new = {**current, "metadata": new_meta}
             if spec_changed:
-                new["spec"] = _copy(spec)
+                new["spec"] = _copy(wanted)
                 new_meta["generation"] = (meta.get("generation") or 1) + 1
             return new
 
