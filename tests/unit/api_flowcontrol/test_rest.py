@@ -238,7 +238,7 @@ def test_patches(h: Harness) -> None:
     )
     assert code == 422
     assert (
-        'spec.distinguisherMethod.type: Unsupported value: {"type":"ByNothing"}'
+        'spec.distinguisherMethod.type: Unsupported value: {"Type":"ByNothing"}'
         in (invalid["message"])
     )
 

@@ -456,7 +456,12 @@ def validate_flow_schema_spec(name: str, spec: Mapping[str, Any]) -> list[FieldE
     method = spec.get("distinguisherMethod")
     if isinstance(method, dict) and method.get("type") not in ("ByNamespace", "ByUser"):
         errs.append(
-            errors.not_supported("spec.distinguisherMethod.type", method, ["ByNamespace", "ByUser"])
+            # Go prints the internal struct, which has no json tags: {"Type":"..."}.
+            errors.not_supported(
+                "spec.distinguisherMethod.type",
+                {"Type": method.get("type")},
+                ["ByNamespace", "ByUser"],
+            )
         )
     reference = spec.get("priorityLevelConfiguration")
     level = reference.get("name") if isinstance(reference, dict) else ""
