@@ -51,7 +51,13 @@ from apiserver.http.app import STREAMING, HandlerResult, RequestInfo
 from apiserver.http.request import HTTPRequest
 from apiserver.http.response import Response
 from apiserver.registry.store import NoChange, Obj, Registry, metadata
-from apiserver.storage.interface import CompactedError, PausableWatch, WatchEvent
+from apiserver.storage.interface import (
+    CompactedError,
+    PausableWatch,
+    StorageTimeoutError,
+    UnavailableError,
+    WatchEvent,
+)
 
 log = Logger()
 
@@ -420,6 +426,13 @@ class FlowControlAPI:
                     "The provided continue parameter is too old to display a consistent list "
                     "result. You can start a new list without the continue parameter."
                 ).response()
+            if failure.check(StorageTimeoutError):
+                return errors.timeout(
+                    "Timeout: request did not complete within requested timeout - "
+                    "context deadline exceeded"
+                ).response()
+            if failure.check(UnavailableError):
+                return errors.internal_error(failure.getErrorMessage()).response()
             return failure
 
         return Deferred.fromCoroutine(coro).addErrback(to_status)
