@@ -344,7 +344,7 @@ class PriorityAndFairness:
     def start(self) -> None:
         """Run :meth:`update_borrowing` every 10 s (``borrowingAdjustmentPeriod``)."""
         if self._loop is None:
-            self._loop = LoopingCall(self.update_borrowing)
+            self._loop = LoopingCall(self._borrowing_round)
             self._loop.clock = self.clock
             self._loop.start(PERIOD, now=False)
 
@@ -352,6 +352,12 @@ class PriorityAndFairness:
         loop, self._loop = self._loop, None
         if loop is not None and loop.running:
             loop.stop()
+
+    def _borrowing_round(self) -> None:
+        try:
+            self.update_borrowing()
+        except Exception:  # the loop must go on; the limits stay as they were
+            log.failure("adjusting the priority levels' concurrency limits failed")
 
     def update_borrowing(self) -> None:
         """apf_controller.go ``updateBorrowing``: each Limited level's seat demand over the
