@@ -369,3 +369,20 @@ def test_admission_sees_every_write(h: Harness) -> None:
     assert code == 403
     h.api.admission = None
     assert h.json("GET", "flowschemas/mine")[1]["spec"]["matchingPrecedence"] == 1000
+
+
+def test_unknown_fields_warn_or_fail(h: Harness) -> None:
+    body = json.loads(json.dumps(SCHEMA))
+    body["spec"]["bogus"] = 1
+    response = h.answer("POST", "flowschemas", body)
+    assert response.code == 201
+    assert ("Warning", '299 - "unknown field \\"spec.bogus\\""') in response.headers
+    body["metadata"]["name"] = "strict"
+    code, status = h.json("POST", "flowschemas?fieldValidation=Strict", body)
+    assert code == 400
+    assert status["message"] == (
+        'FlowSchema in version "v1" cannot be handled as a FlowSchema: strict decoding error: '
+        'unknown field "spec.bogus"'
+    )
+    # Unknown fields are dropped, as decoding into the Go struct drops them.
+    assert "bogus" not in h.json("GET", "flowschemas/mine")[1]["spec"]

@@ -44,7 +44,7 @@ from apiserver.apimachinery.errors import FieldError
 from apiserver.apimachinery.managedfields import update_managed_fields
 from apiserver.apimachinery.names import generate_name
 from apiserver.apimachinery.patch import Patcher, strict_errors
-from apiserver.apimachinery.schema import Struct
+from apiserver.apimachinery.schema import Struct, go_normalize
 from apiserver.apimachinery.uid import new_uuid
 from apiserver.flowcontrol.bootstrap import API_VERSION, GROUP, VERSION
 from apiserver.http.app import STREAMING, HandlerResult, RequestInfo
@@ -159,9 +159,19 @@ def to_wire(kind: Kind, obj: Obj) -> Obj:
     return body
 
 
+def normalize(kind: Kind, obj: Obj) -> Obj:
+    """``obj`` as it comes out of decoding into the Go struct: unknown fields gone,
+    ``omitempty`` zero values left out (:func:`apiserver.apimachinery.schema.go_normalize`);
+    without ``kind``/``apiVersion``."""
+    out: Obj = go_normalize(obj, kind.schema)
+    out.pop("kind", None)
+    out.pop("apiVersion", None)
+    return out
+
+
 def _json(code: int, body: Any, warnings: Sequence[str] = ()) -> Response:
     headers: list[tuple[str, str]] = [("Content-Type", "application/json")]
-    headers.extend(("Warning", f'299 - "{w}"') for w in warnings)
+    headers.extend(("Warning", f"299 - {errors.go_quote(w)}") for w in warnings)
     return Response(code, tuple(headers), orjson.dumps(body) + b"\n")
 
 
@@ -556,11 +566,7 @@ class FlowControlAPI:
                     f"strict decoding error: {', '.join(problems)}"
                 )
             warnings = problems
-        obj.pop("kind", None)
-        obj.pop("apiVersion", None)
-        if not isinstance(obj.get("metadata"), dict):
-            obj["metadata"] = {}
-        return obj, warnings
+        return normalize(kind, obj), warnings
 
     def _manager(self, request: HTTPRequest, opts: Any) -> str:
         return request_options.field_manager_or_user_agent(
@@ -770,9 +776,7 @@ class FlowControlAPI:
                 if not applying or status:
                     raise errors.not_found(kind.group_resource, name)
                 # patch.go: server-side apply creates a missing object (forceAllowCreate).
-                created = patcher.apply(None, _now_text(self.clock))
-                created.pop("kind", None)
-                created.pop("apiVersion", None)
+                created = normalize(kind, patcher.apply(None, _now_text(self.clock)))
                 meta = metadata(created)
                 if meta.get("name", name) != name:
                     raise errors.bad_request(
@@ -783,9 +787,7 @@ class FlowControlAPI:
                 self._prepare_create(kind, created)
                 await self._admit(CREATE, info, kind, created, None, dry_run=opts.is_dry_run)
                 return created
-            patched = patcher.apply(to_wire(kind, current), _now_text(self.clock))
-            patched.pop("kind", None)
-            patched.pop("apiVersion", None)
+            patched = normalize(kind, patcher.apply(to_wire(kind, current), _now_text(self.clock)))
             meta = metadata(patched)
             if not applying:
                 # The patch's resourceVersion is a precondition; none means "the current one".
