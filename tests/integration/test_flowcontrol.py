@@ -184,7 +184,11 @@ def test_pf_headers_kubectl_and_dumps(start_daemon: Callable[..., Daemon], tmp_p
         assert [cell.strip() for cell in first.split(",")][:3] == header, first
     _, _, metrics = daemon.get("/metrics")
     assert b"apiserver_flowcontrol_dispatched_requests_total" in metrics
-    assert b'apiserver_flowcontrol_current_limit_seats{priority_level="global-default"} 49.0' in (
+    # The nominal limit; the current one moves with borrowing every 10 s.
+    assert b'apiserver_flowcontrol_nominal_limit_seats{priority_level="global-default"} 49.0' in (
+        metrics
+    )
+    assert b'apiserver_flowcontrol_current_limit_seats{priority_level="global-default"}' in (
         metrics
     )
 
