@@ -453,3 +453,24 @@ def test_two_servers_on_one_etcd_share_the_configuration(
         wait_for(lambda: schema_uid_of(second, "tok-flood") == uids[0])
     finally:
         etcd.stop()
+
+
+def test_borrowing_moves_the_current_limits(start_daemon: Callable[..., Daemon]) -> None:
+    """Every 10 s the current limits are reallocated from the seat demand: idle
+    workload-low lends most of its nominal seats (lendablePercent 90)."""
+    daemon = start_daemon()
+
+    def current(level: str) -> float | None:
+        _, _, metrics = daemon.get("/metrics")
+        prefix = f'apiserver_flowcontrol_current_limit_seats{{priority_level="{level}"}} '
+        for line in metrics.decode().splitlines():
+            if line.startswith(prefix):
+                return float(line[len(prefix) :])
+        return None
+
+    wait_for(lambda: current("workload-low") not in (None, 245.0), seconds=30)
+    value = current("workload-low")
+    assert value is not None and value < 245.0
+    _, _, metrics = daemon.get("/metrics")
+    assert b"apiserver_flowcontrol_seat_fair_frac " in metrics
+    assert b'apiserver_flowcontrol_target_seats{priority_level="workload-low"}' in metrics
