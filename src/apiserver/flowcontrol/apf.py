@@ -55,8 +55,6 @@ MAX_SEATS_PERCENT = 0.15
 #: priority-and-fairness.go: the wait limit is a quarter of the deadline, at most a minute.
 MAX_WAIT = 60.0
 #: metrics.go's buckets of ``request_wait_duration_seconds`` and ``request_execution_seconds``.
-#: ``math.MaxInt32``: no borrowing limit.
-MAX_INT32 = 2**31 - 1
 BUCKETS = (0.0, 0.005, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 15.0, 30.0)
 
 
@@ -125,6 +123,9 @@ class PriorityLevel:
     borrowing_limit_percent: int | None = None
     nominal: int = 0
     lendable: int = 0
+    #: ``borrowingCL``: round(nominal * borrowingLimitPercent), or the server's whole limit
+    #: when the percentage is absent.
+    borrowable: int = 0
     #: The concurrency limit in force: the nominal one, adjusted every 10 s by borrowing
     #: (:mod:`apiserver.flowcontrol.borrowing`).
     current: int = 0
@@ -151,10 +152,8 @@ class PriorityLevel:
 
     @property
     def max_limit(self) -> int:
-        """``maxCL``: the nominal limit plus what it may borrow."""
-        if self.borrowing_limit_percent is None:
-            return MAX_INT32
-        return self.nominal + round(self.nominal * self.borrowing_limit_percent / 100)
+        """``maxCL``: the nominal limit plus what it may borrow (set by :func:`allocate`)."""
+        return self.nominal + self.borrowable
 
     def take_config(self, fresh: PriorityLevel) -> None:
         """Adopt a new configuration of the same level (its queues, counters and seat
@@ -169,20 +168,26 @@ class PriorityLevel:
 
 def allocate(levels: Iterable[PriorityLevel], total: int, clock: IReactorTime) -> None:
     """apf_controller.go's concurrency arithmetic: each level's nominal limit is
-    ``ceil(total * shares / sum of shares)``, its lendable part ``round(nominal * lendable%)``;
-    the most seats one request may take is 15% of the nominal limit, at most nominal/handSize,
-    at least 1. The current limit starts at the nominal one. A level that has a queue set
-    keeps it (reconfigured); the others get one."""
+    ``ceil(total * shares / sum of shares)``, its lendable part ``round(nominal * lendable%)``,
+    what it may borrow ``round(nominal * borrowingLimit%)`` (``total`` when absent); the most
+    seats one request may take is 15% of the nominal limit, at most nominal/handSize, at
+    least 1. A new level's current limit starts at ``nominal - lendable // 2``
+    (``finishQueueSetReconfigsLocked``); a level that has a queue set keeps it and its current
+    limit (the borrowing computation that follows a change adjusts it)."""
     levels = list(levels)
     # The exempt level's shares count too (0 unless changed), though it is never limited.
     share_sum = sum(level.shares for level in levels)
     for level in levels:
         nominal = math.ceil(total * level.shares / share_sum) if share_sum else 0
         level.nominal = nominal
-        level.current = nominal
         level.lendable = round(nominal * level.lendable_percent / 100)
+        percent = level.borrowing_limit_percent
+        level.borrowable = total if percent is None else round(nominal * percent / 100)
         if level.exempt:
+            level.current = level.min_limit
             continue
+        if level.queues is None:
+            level.current = nominal - level.lendable // 2
         queues, hand, length = level.queuing
         level.max_seats = 1
         if queues:
@@ -190,9 +195,9 @@ def allocate(levels: Iterable[PriorityLevel], total: int, clock: IReactorTime) -
                 max(1, min(math.ceil(nominal * MAX_SEATS_PERCENT), nominal // hand))
             )
         if level.queues is None:
-            level.queues = QueueSet(clock, nominal, queues, hand, length)
+            level.queues = QueueSet(clock, level.current, queues, hand, length)
         else:
-            level.queues.configure(nominal, queues, hand, length)
+            level.queues.configure(level.current, queues, hand, length)
 
 
 def _level_from(obj: Mapping[str, Any]) -> PriorityLevel:
@@ -334,6 +339,9 @@ class PriorityAndFairness:
         self.levels = levels
         # A new classifier: its memo of earlier answers goes with the old one.
         self.classifier = Classifier(schemas)
+        # finishQueueSetReconfigsLocked ends with a borrowing computation (over the demand
+        # seen since the last one).
+        self.update_borrowing()
 
     def dangling(self, flow_schema: Mapping[str, Any]) -> bool:
         """Whether ``flow_schema`` names a priority level that is not configured."""
@@ -360,27 +368,58 @@ class PriorityAndFairness:
             log.failure("adjusting the priority levels' concurrency limits failed")
 
     def update_borrowing(self) -> None:
-        """apf_controller.go ``updateBorrowing``: each Limited level's seat demand over the
-        period sets its target; the sum of the nominal limits is shared out fairly between
-        the targets within each level's bounds; the current limits follow."""
+        """apf_controller.go ``updateBorrowingLocked``: each level's seat demand over the
+        period (since the last call) sets its bounds and target, and the current limits are
+        the fair allocation of the sum of the nominal limits:
+
+        - a Limited level's lower bound is ``max(minCL, min(nominalCL, high watermark))``,
+          its target the larger of that and its smoothed demand, its upper bound ``maxCL``;
+          an exempt level keeps ``max(minCL, high watermark)`` (here its high watermark is
+          0: exempt requests are not counted) and that is taken off the seats to share;
+        - when what is left is at most the sum of the ``minCL``, every Limited level gets its
+          ``minCL``; when it is at most the sum of the lower bounds, each gets its ``minCL``
+          plus the same fraction of the rest of its lower bound; otherwise the allocation of
+          :func:`apiserver.flowcontrol.borrowing.allocate_concurrency`.
+        """
         now = self.clock.seconds()
-        limited = [level for level in self.levels.values() if level.queues is not None]
-        claims = []
-        for level in limited:
-            assert level.queues is not None
+        remaining = 0
+        limited: list[PriorityLevel] = []
+        claims: list[Claim] = []
+        min_sum = min_current_sum = 0
+        for level in self.levels.values():
+            remaining += level.nominal
+            if level.queues is None:
+                level.demand.update(0.0, 0.0, 0, 0.0)
+                level.current = max(level.min_limit, level.demand.high_watermark)
+                level.target = float(level.current)
+                remaining -= level.current
+                continue
             level.demand.update(*level.queues.take_demand(now))
             min_current = max(level.min_limit, min(level.nominal, level.demand.high_watermark))
             level.target = max(float(min_current), level.demand.smoothed)
-            claims.append(Claim(float(level.min_limit), float(level.max_limit), level.target))
-        try:
-            allocations, self.fair_frac = allocate_concurrency(
-                sum(level.nominal for level in limited), claims
-            )
-        except ValueError as error:
-            log.error("Unable to derive new concurrency limits: {error}", error=error)
-            return
-        for level, allocation in zip(limited, allocations, strict=True):
-            current = round(allocation)
+            limited.append(level)
+            claims.append(Claim(float(min_current), float(level.max_limit), level.target))
+            min_sum += level.min_limit
+            min_current_sum += min_current
+        nominal_sum = sum(level.nominal for level in self.levels.values())
+        if remaining <= min_sum:
+            self.fair_frac = 0.0
+            currents = [level.min_limit for level in limited]
+        elif remaining <= min_current_sum:
+            self.fair_frac = 0.0
+            share = (remaining - min_sum) / (min_current_sum - min_sum)
+            currents = [
+                level.min_limit + round((claim.lower - level.min_limit) * share)
+                for level, claim in zip(limited, claims, strict=True)
+            ]
+        else:
+            try:
+                allocations, self.fair_frac = allocate_concurrency(nominal_sum, claims)
+            except ValueError as error:
+                log.error("Unable to derive new concurrency limits: {error}", error=error)
+                allocations = [float(level.current) for level in limited]
+            currents = [round(allocation) for allocation in allocations]
+        for level, current in zip(limited, currents, strict=True):
             if current != level.current:
                 level.current = current
                 assert level.queues is not None

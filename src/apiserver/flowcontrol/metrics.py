@@ -139,14 +139,14 @@ class FlowControlCollector:
                 ("target", "target_seats", "Seat allocation targets"),
             )
         }
-        nominal_sum = sum(level.nominal for level in apf.levels.values() if not level.exempt)
         for name, level_state in sorted(apf.levels.items()):
             if level_state.exempt:
                 continue
             nominal.add_metric([name], level_state.nominal)
             current.add_metric([name], level_state.current)
-            # With no borrowing limit the level may take every seat there is.
-            upper.add_metric([name], min(level_state.max_limit, nominal_sum))
+            # SetPriorityLevelConfiguration: nominal + borrowingCL (the server's whole limit
+            # when borrowingLimitPercent is absent).
+            upper.add_metric([name], level_state.max_limit)
             lendable.add_metric([name], level_state.min_limit)
             seat_demand = level_state.demand
             demand["high"].add_metric([name], seat_demand.high_watermark)
