@@ -1,23 +1,16 @@
-"""Borrowing of seats between priority levels (kube 1.29+).
+"""Borrowing of seats between priority levels (kube 1.29+): the pieces.
 
-Follows k8s.io/apiserver/pkg/util/flowcontrol/apf_controller.go (``updateBorrowing``,
-``seatDemandStats``) and conc_alloc.go (``computeConcurrencyAllocation``):
+Follows k8s.io/apiserver/pkg/util/flowcontrol/apf_controller.go (``seatDemandStats``) and
+conc_alloc.go (``computeConcurrencyAllocation``); the round that uses them is
+``PriorityAndFairness.update_borrowing`` (``updateBorrowingLocked``):
 
 - every 10 s each Limited level's seat demand (seats in use plus seats asked for by waiting
   requests) over the period is summarised as its time-weighted average, standard deviation
   and high watermark (the level's queue set integrates it as it changes);
 - the *envelope* is average + deviation; the *smoothed* demand is the larger of the envelope
   and ``0.977 * previous smoothed + 0.023 * envelope`` (an EWMA that only decays slowly);
-- the level's target is the larger of its smoothed demand and
-  ``max(minCL, min(nominalCL, high watermark))``, where ``minCL`` is its nominal limit less
-  its lendable seats and ``maxCL`` its nominal limit plus its borrowing limit (no limit when
-  ``borrowingLimitPercent`` is absent);
-- the sum of the nominal limits is shared out as ``clamp(fairFrac * target, minCL, maxCL)``
-  with the one ``fairFrac`` that makes the allocations add up to it, and each level's current
-  limit becomes its allocation rounded.
-
-Exempt levels take no part here: their nominal limit is 0 unless their shares say otherwise,
-and they are never limited.
+- the seats are shared out as ``clamp(fairFrac * target, lower, upper)`` per level with the
+  one ``fairFrac`` that makes the allocations add up to the required sum.
 """
 
 from __future__ import annotations
