@@ -386,3 +386,18 @@ def test_unknown_fields_warn_or_fail(h: Harness) -> None:
     )
     # Unknown fields are dropped, as decoding into the Go struct drops them.
     assert "bogus" not in h.json("GET", "flowschemas/mine")[1]["spec"]
+
+
+def test_an_update_that_changes_nothing_writes_nothing(h: Harness) -> None:
+    h.json("POST", "flowschemas", SCHEMA)
+    current = h.json("GET", "flowschemas/mine")[1]
+    h.clock.advance(30)
+    code, same = h.json("PUT", "flowschemas/mine?fieldManager=other", current)
+    assert code == 200 and same == current
+    code, same = h.json(
+        "PATCH",
+        "flowschemas/mine",
+        {"spec": {"matchingPrecedence": 1000}},
+        content_type="application/merge-patch+json",
+    )
+    assert code == 200 and same == current

@@ -368,6 +368,18 @@ def _check_preconditions(kind: Kind, opts: Any) -> Callable[[Obj], None]:
     return check
 
 
+def _same_but_bookkeeping(new: Obj, current: Obj) -> bool:
+    """Whether ``new`` equals ``current`` but for managed fields and resourceVersion."""
+    ignored = ("managedFields", "resourceVersion")
+    new_meta = {k: v for k, v in metadata(new).items() if k not in ignored}
+    cur_meta = {k: v for k, v in metadata(current).items() if k not in ignored}
+    if new_meta != cur_meta:
+        return False
+    return {k: v for k, v in new.items() if k != "metadata"} == {
+        k: v for k, v in current.items() if k != "metadata"
+    }
+
+
 class FlowControlAPI:
     """``/apis/flowcontrol.apiserver.k8s.io/v1/<resource>[/<name>[/status]]`` and the
     ``watch/`` paths, over one :class:`Registry` per resource (cluster-scoped keys)."""
@@ -713,6 +725,8 @@ class FlowControlAPI:
         errs = types.validate_status(wire) if status else kind.validate(wire)
         if errs:
             raise self._invalid(kind, name, errs)
+        if _same_but_bookkeeping(new, current):
+            raise NoChange  # nothing to write, managed fields included (as kube skips it)
         if track:  # server-side apply recorded its own managed fields
             self._track(kind, current, new, manager, "status" if status else "")
         return new
