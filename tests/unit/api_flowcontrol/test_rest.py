@@ -401,3 +401,18 @@ def test_an_update_that_changes_nothing_writes_nothing(h: Harness) -> None:
         content_type="application/merge-patch+json",
     )
     assert code == 200 and same == current
+
+
+def test_list_pages_with_continue_tokens(h: Harness) -> None:
+    for name in ("a", "b", "c"):
+        h.json("POST", "flowschemas", {**SCHEMA, "metadata": {"name": name}})
+    code, first = h.json("GET", "flowschemas?limit=2")
+    assert code == 200
+    assert [i["metadata"]["name"] for i in first["items"]] == ["a", "b"]
+    assert first["metadata"]["remainingItemCount"] == 1
+    token = first["metadata"]["continue"]
+    code, second = h.json("GET", f"flowschemas?limit=2&continue={token}")
+    assert [i["metadata"]["name"] for i in second["items"]] == ["c"]
+    assert "continue" not in second["metadata"]
+    assert second["metadata"]["resourceVersion"] == first["metadata"]["resourceVersion"]
+    assert h.json("GET", "flowschemas?continue=nonsense")[0] == 400

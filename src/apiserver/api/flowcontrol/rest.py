@@ -39,6 +39,7 @@ from apiserver.admission.interface import (
 )
 from apiserver.api.events.rest import decode_document
 from apiserver.api.flowcontrol import types
+from apiserver.apimachinery import continue_token as tokens
 from apiserver.apimachinery import errors, negotiation, request_options
 from apiserver.apimachinery.errors import FieldError
 from apiserver.apimachinery.managedfields import update_managed_fields
@@ -535,15 +536,46 @@ class FlowControlAPI:
         if watch and watch[-1].lower() not in (b"0", b"false"):
             return await self.watch(request, info, kind, None, False)
         keep = self._selector(info)
-        page = await self.registries[kind.resource].list_page(None, keep=keep)
+        opts = request_options.parse_list_options(info.query)
+        registry = self.registries[kind.resource]
+        prefix = registry.prefix(None)
+        start_key = b""
+        revision = 0
+        if opts.continue_:
+            if (opts.resource_version or "") not in ("", "0"):
+                raise errors.bad_request(
+                    "specifying resource version is not allowed when using continue"
+                )
+            try:
+                start, token_rv = tokens.decode_continue(opts.continue_, prefix.decode())
+            except tokens.ContinueTokenError as error:
+                raise errors.bad_request(str(error)) from None
+            start_key, revision = start.encode(), max(token_rv, 0)
+        page = await registry.list_page(
+            None,
+            start_key=start_key,
+            revision=revision,
+            limit=opts.limit or 0,
+            keep=keep,
+            want_remaining=keep is None,
+        )
+        list_meta: dict[str, Any] = {"resourceVersion": str(page.revision)}
+        if page.next_key is not None:
+            list_meta["continue"] = tokens.encode_continue(
+                page.next_key[len(prefix) :].rstrip(b"\x00").decode(), page.revision
+            )
+            if page.remaining is not None:
+                list_meta["remainingItemCount"] = page.remaining
         if self._table_wanted(request):
-            return _json(200, self._table(kind, page.items, page.revision))
+            table = self._table(kind, page.items, page.revision)
+            table["metadata"] = list_meta
+            return _json(200, table)
         return _json(
             200,
             {
                 "kind": kind.kind + "List",
                 "apiVersion": API_VERSION,
-                "metadata": {"resourceVersion": str(page.revision)},
+                "metadata": list_meta,
                 "items": [to_wire(kind, obj) for obj in page.items],
             },
         )
