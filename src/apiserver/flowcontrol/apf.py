@@ -200,6 +200,11 @@ def allocate(levels: Iterable[PriorityLevel], total: int, clock: IReactorTime) -
             level.queues.configure(level.current, queues, hand, length)
 
 
+def _has_requests(level: PriorityLevel) -> bool:
+    queues = level.queues
+    return queues is not None and bool(queues.waiting or queues.executing)
+
+
 def _level_from(obj: Mapping[str, Any]) -> PriorityLevel:
     spec = obj["spec"]
     meta = obj["metadata"]
@@ -315,15 +320,13 @@ class PriorityAndFairness:
                     old[name] = level
                 level = fresh
             levels[name] = level
-        allocate(levels.values(), self.total_concurrency, self.clock)
+        self.quiescing = {name: level for name, level in old.items() if _has_requests(level)}
+        # Lingering levels still count in the shares, so their queues drain with some
+        # seats (finishQueueSetReconfigsLocked).
+        allocate([*levels.values(), *self.quiescing.values()], self.total_concurrency, self.clock)
         for level in levels.values():
             if level.queues is not None:
                 level.queues.on_reject = partial(self._queued_rejected, level)
-        self.quiescing = {
-            name: level
-            for name, level in old.items()
-            if level.queues is not None and (level.queues.waiting or level.queues.executing)
-        }
         schemas = []
         for schema_obj in schema_objects.values():
             schema = compile_flow_schema(schema_obj)
@@ -386,7 +389,11 @@ class PriorityAndFairness:
         limited: list[PriorityLevel] = []
         claims: list[Claim] = []
         min_sum = min_current_sum = 0
-        for level in self.levels.values():
+        self.quiescing = {
+            name: level for name, level in self.quiescing.items() if _has_requests(level)
+        }
+        every = [*self.levels.values(), *self.quiescing.values()]
+        for level in every:
             remaining += level.nominal
             if level.queues is None:
                 level.demand.update(0.0, 0.0, 0, 0.0)
@@ -401,7 +408,7 @@ class PriorityAndFairness:
             claims.append(Claim(float(min_current), float(level.max_limit), level.target))
             min_sum += level.min_limit
             min_current_sum += min_current
-        nominal_sum = sum(level.nominal for level in self.levels.values())
+        nominal_sum = sum(level.nominal for level in every)
         if remaining <= min_sum:
             self.fair_frac = 0.0
             currents = [level.min_limit for level in limited]
