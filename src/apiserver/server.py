@@ -72,15 +72,21 @@ from apiserver.admission.config import build_admission
 from apiserver.api.events import corev1
 from apiserver.api.events.rest import BASE, CORE_V1, GR, EventsAPI
 from apiserver.api.flowcontrol import FlowControlAPI, discovery_group
+from apiserver.api.flowcontrol.controller import ConfigController
+from apiserver.api.flowcontrol.ensurer import Ensurer
 from apiserver.api.flowcontrol.rest import BASE as FLOWCONTROL_BASE
+from apiserver.api.flowcontrol.rest import KINDS as FLOWCONTROL_KINDS
 from apiserver.api.tokenrequest import install_token_request
+from apiserver.apimachinery.uid import new_uuid
 from apiserver.audit.build import build_audit
 from apiserver.auth import build_auth
 from apiserver.auth.authn import install_authn_routes
 from apiserver.discovery import install_discovery, runtime_config_enables_events
 from apiserver.discovery.documents import ExtraGroup
+from apiserver.encryption.build import EVENTS as ENCRYPTED_EVENTS
 from apiserver.encryption.build import Encryption, build_encryption
-from apiserver.encryption.dynamic import RELOAD_HOOK
+from apiserver.encryption.dynamic import RELOAD_HOOK, ResourceTransformer
+from apiserver.flowcontrol.bootstrap import API_VERSION as FLOWCONTROL_API_VERSION
 from apiserver.flowcontrol.build import build_flow_control
 from apiserver.healthz import (
     HealthCheck,
@@ -318,6 +324,7 @@ class Server:
         self.flow_control = build_flow_control(
             config, clock, self.metrics, self.router, lambda r: self._object_count(r)
         )
+        self._install_flowcontrol()
         self.app = build_handler_chain(
             self.router,
             clock,
@@ -474,17 +481,8 @@ class Server:
         self.token_request = install_token_request(
             self.router, config, self.store, self.reactor, self.admission.admission
         )
-        apf = self.flow_control.apf
         extra_groups = []
-        if apf is not None:
-            # flowcontrol.apiserver.k8s.io/v1, read-only, from the bootstrap configuration.
-            flowcontrol_api = FlowControlAPI(
-                self.reactor,
-                apf.flow_schema_objects,
-                apf.priority_level_objects,
-                min_request_timeout=float(config.min_request_timeout),
-            )
-            self.router.add_prefix(FLOWCONTROL_BASE, flowcontrol_api.handle)
+        if self.flow_control.apf is not None:
             extra_groups.append(ExtraGroup(*discovery_group()))
         install_discovery(
             self.router,
@@ -511,12 +509,9 @@ class Server:
             ttl=lambda: ttl,
             media_type=config.storage_media_type,
             conversion=corev1.STORAGE,
-            transformer=(
-                self.encryption.transformer_for() if self.encryption is not None else None
-            ),
+            transformer=self._transformer(ENCRYPTED_EVENTS),
         )
-        if self.encryption is not None:
-            self.encryption.dynamic.on_change(self.registry.forget_decoded)
+        self._forget_on_reload(self.registry)
         self.core_events_api = EventsAPI(
             self.registry,
             self.reactor,
@@ -538,6 +533,65 @@ class Server:
             admission=self.admission.admission,
         )
         self.router.add_prefix(BASE, self.events_api.handle)
+
+    def _transformer(self, resource: tuple[str, str]) -> ResourceTransformer | None:
+        """Encryption at rest of one resource's values, or None without
+        ``--encryption-provider-config`` (then the registry makes no extra call)."""
+        return self.encryption.transformer_for(resource) if self.encryption is not None else None
+
+    def _forget_on_reload(self, registry: Registry) -> None:
+        """A reloaded encryption config drops the registry's decoded objects."""
+        if self.encryption is not None:
+            self.encryption.dynamic.on_change(registry.forget_decoded)
+
+    def _install_flowcontrol(self) -> None:
+        """flowcontrol.apiserver.k8s.io/v1 when priority and fairness is on: the stored
+        FlowSchemas and PriorityLevelConfigurations (cluster-scoped keys
+        ``<--store-prefix>/<resource>/<name>``, JSON), their API, the ensurer and the
+        config consumer that reconfigures priority and fairness (``apf-config``, once the
+        store is up), and their post-start hooks (``priority-and-fairness-config-consumer``,
+        ``priority-and-fairness-config-producer``, as kube-apiserver names them)."""
+        apf = self.flow_control.apf
+        if apf is None:
+            return
+        registries = {
+            resource: Registry(
+                self.store,
+                prefix=self.config.store_prefix,
+                resource=resource,
+                group_resource=kind.group_resource,
+                storage_kind=kind.kind,
+                storage_api_version=FLOWCONTROL_API_VERSION,
+                media_type="application/json",
+                namespaced=False,
+                transformer=self._transformer((kind.group_resource.group, resource)),
+            )
+            for resource, kind in FLOWCONTROL_KINDS.items()
+        }
+        for registry in registries.values():
+            self._forget_on_reload(registry)
+        self.flowcontrol_api = FlowControlAPI(
+            self.reactor,
+            registries,
+            min_request_timeout=float(self.config.min_request_timeout),
+            missing_level=lambda name: name not in apf.levels,
+            admission=self.admission.admission,
+        )
+        self.router.add_prefix(FLOWCONTROL_BASE, self.flowcontrol_api.handle)
+        self.flowcontrol_config = ConfigController(
+            apf, registries, self.reactor, Ensurer(registries, self.reactor, new_uuid)
+        )
+        self.root.add(
+            PartsService(
+                "apf-config", [apf, self.flowcontrol_config], after=self.wait_storage_ready
+            )
+        )
+        self._add_hook(
+            "priority-and-fairness-config-consumer", self.flowcontrol_config.wait_digested
+        )
+        self._add_hook(
+            "priority-and-fairness-config-producer", self.flowcontrol_config.wait_ensured
+        )
 
     def _install_core_v1(self, events: Handler) -> None:
         """core/v1 events under ``/api/v1/``; TokenRequest, when served, keeps

@@ -326,8 +326,10 @@ def test_watch_initial_events_and_bookmark(api_server: ApiServer, ns: str) -> No
 
 def test_a_fresh_store_lists_at_resource_version_one(start_daemon: Callable[..., Daemon]) -> None:
     # Like kube-apiserver on a new etcd (first revision 1): an empty list is at "1", never
-    # "0", which as a resourceVersion in a request means "any version".
-    d = start_daemon()
+    # "0", which as a resourceVersion in a request means "any version". Priority and
+    # fairness is off: with it, the bootstrap FlowSchemas and PriorityLevelConfigurations
+    # are written at start, so the store is no longer fresh.
+    d = start_daemon(["--enable-priority-and-fairness=false"])
     path = f"{BASE}/namespaces/fresh/events"
     status, _, listed = call(d, "GET", path)
     assert status == 200 and listed["items"] == []

@@ -1,5 +1,6 @@
 """Overload protection against the real daemon: max-in-flight 429s, priority and fairness
-under a flood, the PF headers, ``kubectl get flowschemas`` and the debug dumps."""
+under a flood, the PF headers, ``kubectl get flowschemas`` and the debug dumps, and the
+stored configuration changed with kubectl (on SQLite, and on etcd shared by two servers)."""
 
 from __future__ import annotations
 
@@ -151,7 +152,7 @@ def test_pf_headers_kubectl_and_dumps(start_daemon: Callable[..., Daemon], tmp_p
     status, _, body = daemon.get(
         "/apis/flowcontrol.apiserver.k8s.io/v1/flowschemas", method="POST", body=b"{}"
     )
-    assert status == 405
+    assert status == 422, body  # writes are served: an empty object is invalid
 
     kubeconfig = write_kubeconfig(daemon, tmp_path / "kubeconfig")
     out = subprocess.run(
@@ -183,7 +184,11 @@ def test_pf_headers_kubectl_and_dumps(start_daemon: Callable[..., Daemon], tmp_p
         assert [cell.strip() for cell in first.split(",")][:3] == header, first
     _, _, metrics = daemon.get("/metrics")
     assert b"apiserver_flowcontrol_dispatched_requests_total" in metrics
-    assert b'apiserver_flowcontrol_current_limit_seats{priority_level="global-default"} 49.0' in (
+    # The nominal limit; the current one moves with borrowing every 10 s.
+    assert b'apiserver_flowcontrol_nominal_limit_seats{priority_level="global-default"} 49.0' in (
+        metrics
+    )
+    assert b'apiserver_flowcontrol_current_limit_seats{priority_level="global-default"}' in (
         metrics
     )
 
@@ -241,3 +246,231 @@ def test_max_in_flight_read_only_limit_is_separate(
     assert set(codes) <= {200, 429} and 200 in codes
     assert 429 in codes
     assert next(body for status, _, body in listed if status == 429) == BODY_429
+
+
+FLOWCONTROL = "/apis/flowcontrol.apiserver.k8s.io/v1"
+TINY_LEVEL = """\
+apiVersion: flowcontrol.apiserver.k8s.io/v1
+kind: PriorityLevelConfiguration
+metadata:
+  name: tiny
+spec:
+  type: Limited
+  limited:
+    nominalConcurrencyShares: 1
+    lendablePercent: 0
+    borrowingLimitPercent: 0
+    limitResponse:
+      type: Queue
+      queuing: {queues: 1, handSize: 1, queueLengthLimit: 1}
+"""
+FLOODER_SCHEMA = """\
+apiVersion: flowcontrol.apiserver.k8s.io/v1
+kind: FlowSchema
+metadata:
+  name: flooder
+spec:
+  priorityLevelConfiguration: {name: tiny}
+  matchingPrecedence: 50
+  distinguisherMethod: {type: ByUser}
+  rules:
+  - subjects:
+    - kind: User
+      user: {name: flooder}
+    resourceRules:
+    - verbs: ["*"]
+      apiGroups: ["*"]
+      resources: ["*"]
+      namespaces: ["*"]
+      clusterScope: true
+"""
+
+
+def kubectl(kubeconfig: Path, *args: str, stdin: str | None = None) -> str:
+    out = subprocess.run(
+        ["kubectl", f"--kubeconfig={kubeconfig}", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        input=stdin,
+    )
+    assert out.returncode == 0, (args, out.stderr)
+    return out.stdout
+
+
+def flood(daemon: Daemon, token: str, count: int, workers: int) -> list[int]:
+    with ThreadPoolExecutor(workers) as pool:
+        return [
+            r[0]
+            for r in pool.map(
+                lambda i: call(daemon, "POST", EVENTS, token, event_body(f"{token}-{i}")),
+                range(count),
+            )
+        ]
+
+
+def wait_for(predicate: Callable[[], bool], seconds: float = 15.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.1)
+
+
+def schema_uid_of(daemon: Daemon, token: str) -> str:
+    return call(daemon, "GET", EVENTS, token)[1]["x-kubernetes-pf-flowschema-uid"]
+
+
+def test_kubectl_sends_a_user_to_a_tiny_level(
+    start_daemon: Callable[..., Daemon], tmp_path: Path
+) -> None:
+    """kubectl creates a PriorityLevelConfiguration with one seat and a queue of one, and a
+    FlowSchema sending ``flooder`` there: flooder's parallel creates then get 429s while
+    ``quiet``'s do not; editing and deleting the schema puts flooder back."""
+    daemon = start_daemon([f"--token-auth-file={tokens_file(tmp_path)}"])
+    kubeconfig = write_kubeconfig(daemon, tmp_path / "kubeconfig")
+    (tmp_path / "tiny.yaml").write_text(TINY_LEVEL)
+    (tmp_path / "flooder.yaml").write_text(FLOODER_SCHEMA)
+    out = kubectl(kubeconfig, "create", "-f", str(tmp_path / "tiny.yaml"))
+    assert "prioritylevelconfiguration.flowcontrol.apiserver.k8s.io/tiny created" in out
+    out = kubectl(kubeconfig, "create", "-f", str(tmp_path / "flooder.yaml"))
+    assert "flowschema.flowcontrol.apiserver.k8s.io/flooder created" in out
+    listed = kubectl(kubeconfig, "get", "flowschemas")
+    assert "flooder" in listed and "tiny" in listed
+    _, _, body = daemon.get(FLOWCONTROL + "/flowschemas/flooder")
+    created = json.loads(body)
+    wait_for(lambda: schema_uid_of(daemon, "tok-flood") == created["metadata"]["uid"])
+    # The Dangling condition the config consumer writes.
+    wait_for(
+        lambda: (
+            json.loads(daemon.get(FLOWCONTROL + "/flowschemas/flooder")[2])
+            .get("status", {})
+            .get("conditions", [{}])[0]
+            .get("reason")
+            == "Found"
+        )
+    )
+
+    codes = flood(daemon, "tok-flood", 60, 20)
+    assert 429 in codes and set(codes) <= {201, 429}, codes
+    quiet = flood(daemon, "tok-quiet", 60, 20)
+    assert set(quiet) == {201}, quiet
+    _, _, dump = daemon.get("/debug/api_priority_and_fairness/dump_priority_levels")
+    assert any(line.startswith("tiny") for line in dump.decode().splitlines())
+    _, _, metrics = daemon.get("/metrics")
+    assert b'apiserver_flowcontrol_rejected_requests_total{flow_schema="flooder"' in metrics
+    assert b'apiserver_flowcontrol_nominal_limit_seats{priority_level="tiny"} 3.0' in metrics
+
+    # An edit (kubectl patch, as kubectl edit sends) to a user nobody is: flooder is back
+    # on global-default.
+    kubectl(
+        kubeconfig,
+        "patch",
+        "flowschema",
+        "flooder",
+        "--type=merge",
+        "-p",
+        '{"spec":{"rules":[{"subjects":[{"kind":"User","user":{"name":"nobody"}}],'
+        '"nonResourceRules":[{"verbs":["get"],"nonResourceURLs":["/nothing"]}]}]}}',
+    )
+    _, _, body = daemon.get(FLOWCONTROL + "/flowschemas/flooder")
+    assert json.loads(body)["metadata"]["generation"] == 2
+    # kubectl replace (PUT of an edited copy) and a strategic merge patch (kubectl edit's).
+    edited = json.loads(kubectl(kubeconfig, "get", "flowschema", "flooder", "-o", "json"))
+    edited["spec"]["matchingPrecedence"] = 60
+    out = kubectl(kubeconfig, "replace", "-f", "-", stdin=json.dumps(edited))
+    assert "flowschema.flowcontrol.apiserver.k8s.io/flooder replaced" in out
+    kubectl(
+        kubeconfig,
+        "patch",
+        "flowschema",
+        "flooder",
+        "-p",
+        '{"metadata":{"labels":{"edited":"yes"}},"spec":{"matchingPrecedence":70}}',
+    )
+    _, _, body = daemon.get(FLOWCONTROL + "/flowschemas/flooder")
+    patched = json.loads(body)
+    assert patched["spec"]["matchingPrecedence"] == 70
+    assert patched["metadata"]["labels"] == {"edited": "yes"}
+    assert patched["metadata"]["generation"] == 4
+    global_default = json.loads(daemon.get(FLOWCONTROL + "/flowschemas/global-default")[2])
+    wait_for(lambda: schema_uid_of(daemon, "tok-flood") == global_default["metadata"]["uid"])
+    out = kubectl(kubeconfig, "delete", "flowschema", "flooder")
+    assert 'flowschema.flowcontrol.apiserver.k8s.io "flooder" deleted' in out
+    assert daemon.get(FLOWCONTROL + "/flowschemas/flooder")[0] == 404
+
+    # Validation with kube's texts; the mandatory objects are restored by the ensurer.
+    bad = TINY_LEVEL.replace("name: tiny", "name: tiny2").replace("handSize: 1", "handSize: 2")
+    out_bad = subprocess.run(
+        ["kubectl", f"--kubeconfig={kubeconfig}", "create", "-f", "-"],
+        input=bad,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out_bad.returncode != 0
+    assert (
+        "spec.limited.limitResponse.queuing.handSize: Invalid value: 2: should not be "
+        "greater than queues (1)" in out_bad.stderr
+    )
+    status, _, _ = daemon.get(FLOWCONTROL + "/flowschemas/catch-all", method="DELETE")
+    assert status == 200
+
+
+def test_two_servers_on_one_etcd_share_the_configuration(
+    start_daemon: Callable[..., Daemon], tmp_path: Path
+) -> None:
+    """A FlowSchema created through one server sends flooder to the tiny level on the
+    other too."""
+    import shutil
+
+    from tests.storage.etcdserver import EtcdServer
+
+    if shutil.which("etcd") is None:
+        pytest.skip("etcd (Debian etcd-server) is not installed")
+    etcd = EtcdServer(str(tmp_path / "etcd"))
+    etcd.start()
+    try:
+        tokens = tokens_file(tmp_path)
+        args = [f"--store-servers={etcd.client_url}", f"--token-auth-file={tokens}"]
+        first = start_daemon(args, name="first")
+        second = start_daemon(args, name="second")
+        # Both ensured the same bootstrap objects: the same uids on both.
+        uids = [
+            json.loads(d.get(FLOWCONTROL + "/flowschemas/global-default")[2])["metadata"]["uid"]
+            for d in (first, second)
+        ]
+        assert uids[0] == uids[1]
+        kubeconfig = write_kubeconfig(first, tmp_path / "kubeconfig")
+        kubectl(kubeconfig, "create", "-f", "-", stdin=TINY_LEVEL)
+        kubectl(kubeconfig, "create", "-f", "-", stdin=FLOODER_SCHEMA)
+        _, _, body = first.get(FLOWCONTROL + "/flowschemas/flooder")
+        uid = json.loads(body)["metadata"]["uid"]
+        wait_for(lambda: schema_uid_of(second, "tok-flood") == uid)
+        codes = flood(second, "tok-flood", 60, 20)
+        assert 429 in codes, codes
+        assert set(flood(second, "tok-quiet", 40, 20)) == {201}
+        kubectl(kubeconfig, "delete", "flowschema", "flooder")
+        wait_for(lambda: schema_uid_of(second, "tok-flood") == uids[0])
+    finally:
+        etcd.stop()
+
+
+def test_borrowing_moves_the_current_limits(start_daemon: Callable[..., Daemon]) -> None:
+    """Every 10 s the current limits are reallocated from the seat demand: idle
+    workload-low lends most of its nominal seats (lendablePercent 90)."""
+    daemon = start_daemon()
+
+    def current(level: str) -> float | None:
+        _, _, metrics = daemon.get("/metrics")
+        prefix = f'apiserver_flowcontrol_current_limit_seats{{priority_level="{level}"}} '
+        for line in metrics.decode().splitlines():
+            if line.startswith(prefix):
+                return float(line[len(prefix) :])
+        return None
+
+    wait_for(lambda: current("workload-low") not in (None, 245.0), seconds=30)
+    value = current("workload-low")
+    assert value is not None and value < 245.0
+    _, _, metrics = daemon.get("/metrics")
+    assert b"apiserver_flowcontrol_seat_fair_frac " in metrics
+    assert b'apiserver_flowcontrol_target_seats{priority_level="workload-low"}' in metrics

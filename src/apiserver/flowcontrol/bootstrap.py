@@ -2,10 +2,10 @@
 
 kube-apiserver creates these objects at start-up (k8s.io/apiserver/pkg/apis/flowcontrol/
 bootstrap/default.go): two mandatory PriorityLevelConfigurations (``exempt``, ``catch-all``)
-and FlowSchemas (``exempt``, ``catch-all``), and the suggested ones. This server has no
-writable copy of them: they are built here once, as the v1 objects a client reads, and both
-the classifier (:mod:`apiserver.flowcontrol.classifier`) and the read-only API
-(:mod:`apiserver.api.flowcontrol`) are derived from them.
+and FlowSchemas (``exempt``, ``catch-all``), and the suggested ones. They are built here as
+the v1 objects a client reads: priority and fairness starts with them, and the ensurer
+(:mod:`apiserver.api.flowcontrol.ensurer`) stores them, after which the stored objects are
+the configuration.
 """
 
 from __future__ import annotations
@@ -18,6 +18,9 @@ VERSION = "v1"
 API_VERSION = f"{GROUP}/{VERSION}"
 #: ``apf.kubernetes.io/autoupdate-spec``: the server keeps the spec as it suggests it.
 AUTO_UPDATE = "apf.kubernetes.io/autoupdate-spec"
+#: The names of the mandatory objects (one FlowSchema and one PriorityLevelConfiguration each):
+#: the ensurer always restores them and their specs may not be changed.
+MANDATORY = frozenset({"exempt", "catch-all"})
 
 _ALL_RESOURCES = {
     "verbs": ["*"],

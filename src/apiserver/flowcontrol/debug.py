@@ -69,8 +69,10 @@ def dump_priority_levels(apf: PriorityAndFairness) -> bytes:
             )
         )
     ]
-    for name in sorted(apf.levels):
-        level = apf.levels[name]
+    every = {**apf.quiescing, **apf.levels}
+    for name in sorted(every):
+        level = every[name]
+        quiescing = name in apf.quiescing and name not in apf.levels
         qs = level.queues
         if qs is None:
             row = (
@@ -90,7 +92,7 @@ def dump_priority_levels(apf: PriorityAndFairness) -> bytes:
                 name,
                 str(qs.active_queues()),
                 _go_bool(qs.waiting == 0 and qs.executing == 0),
-                "false",
+                _go_bool(quiescing),
                 str(qs.waiting),
                 str(qs.executing),
                 str(qs.dispatched),
@@ -118,7 +120,7 @@ def dump_queues(apf: PriorityAndFairness) -> bytes:
             )
         )
     ]
-    for name, level in apf.levels.items():
+    for name, level in {**apf.quiescing, **apf.levels}.items():
         if level.queues is None:
             continue
         for queue in level.queues.queues:
@@ -184,7 +186,7 @@ def dump_requests(apf: PriorityAndFairness, details: bool) -> bytes:
             cells += list(request.details or ("",) * 8)
         lines.append(SEP.join(cells))
 
-    for name, level in apf.levels.items():
+    for name, level in {**apf.quiescing, **apf.levels}.items():
         if level.queues is None:
             continue
         for queue in level.queues.queues:

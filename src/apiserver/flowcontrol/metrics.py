@@ -116,14 +116,51 @@ class FlowControlCollector:
             "Configured upper bound on number of execution seats available to each priority level",
             labels=["priority_level"],
         )
+        demand = {
+            suffix: GaugeMetricFamily(PREFIX + name, text, labels=["priority_level"])
+            for suffix, name, text in (
+                (
+                    "high",
+                    "demand_seats_high_watermark",
+                    "High watermark, over last adjustment period, of demand_seats",
+                ),
+                (
+                    "average",
+                    "demand_seats_average",
+                    "Time-weighted average, over last adjustment period, of demand_seats",
+                ),
+                (
+                    "stdev",
+                    "demand_seats_stdev",
+                    "Time-weighted standard deviation, over last adjustment period, of "
+                    "demand_seats",
+                ),
+                ("smoothed", "demand_seats_smoothed", "Smoothed seat demands"),
+                ("target", "target_seats", "Seat allocation targets"),
+            )
+        }
         for name, level_state in sorted(apf.levels.items()):
             if level_state.exempt:
                 continue
-            # No borrowing (apiserver.flowcontrol.queueset): current = upper = nominal.
             nominal.add_metric([name], level_state.nominal)
-            current.add_metric([name], level_state.nominal)
-            upper.add_metric([name], level_state.nominal)
-            lendable.add_metric([name], level_state.nominal - level_state.lendable)
+            current.add_metric([name], level_state.current)
+            # SetPriorityLevelConfiguration: nominal + borrowingCL (the server's whole limit
+            # when borrowingLimitPercent is absent).
+            upper.add_metric([name], level_state.max_limit)
+            lendable.add_metric([name], level_state.min_limit)
+            seat_demand = level_state.demand
+            demand["high"].add_metric([name], seat_demand.high_watermark)
+            demand["average"].add_metric([name], seat_demand.average)
+            demand["stdev"].add_metric([name], seat_demand.deviation)
+            demand["smoothed"].add_metric([name], seat_demand.smoothed)
+            demand["target"].add_metric([name], level_state.target)
+        fair = GaugeMetricFamily(
+            PREFIX + "seat_fair_frac",
+            "Fair fraction of server's concurrency to allocate to each priority level that "
+            "can use it",
+        )
+        fair.add_metric([], apf.fair_frac)
+        families += [*demand.values(), fair]
         families += [nominal, current, lendable, upper]
         for family in families:
             if family.name not in self.disabled and family.name + "_total" not in self.disabled:

@@ -20,13 +20,16 @@ where the difference cannot be seen from outside a single server:
   ``priority-and-fairness.go``'s ``getRequestWaitContext``), measured on the injected clock,
   then is refused (``time-out``). A client that goes away while waiting is ``cancelled``.
 
-Borrowing between priority levels (``lendablePercent``) is not done: each level's current
-limit is its nominal limit; the lendable part is computed and reported only.
+The limit is the level's *current* limit (``apf.py`` sets it: its nominal limit adjusted by
+borrowing between levels). A configuration change (:meth:`QueueSet.configure`) keeps the
+requests waiting and executing: queues are added, or removed once empty (queueset.go's
+``BeginConfigChange``: a queue beyond the new count is dropped when it drains).
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -125,10 +128,22 @@ class QueueSet:
         self.hand_size = min(hand_size, queues)
         self.queue_length_limit = queue_length_limit
         self.queues = [Queue(i) for i in range(queues)]
+        #: How many queues the configuration asks for (``queues`` may hold more, still
+        #: draining, after a change made it smaller); only these are dealt.
+        self.desired_queues = queues
         self.seats_in_use = 0
+        #: Seats asked for by the requests waiting in every queue.
+        self.seats_waiting = 0
         self.executing = 0
         self.waiting = 0
         self.virtual_time = 0.0
+        # The seat demand (seats in use + seats waiting) integrated over time since the last
+        # borrowing period (apf_controller.go's ``seatDemandIntegrator``), and its maximum.
+        self._demand = 0
+        self._demand_since = self._demand_last = clock.seconds()
+        self._demand_area = 0.0
+        self._demand_square = 0.0
+        self.demand_high = 0
         self.dispatched = 0
         self.rejected = 0
         self.timed_out = 0
@@ -140,9 +155,34 @@ class QueueSet:
         #: Called with the reason when a queued request is refused (metrics).
         self.on_reject: Callable[[Waiting, str], None] | None = None
 
+    def configure(self, limit: int, queues: int, hand_size: int, queue_length_limit: int) -> None:
+        """A new configuration (or current limit) for the level; waiting and executing
+        requests stay where they are."""
+        self.limit = limit
+        self.hand_size = min(hand_size, queues)
+        self.queue_length_limit = queue_length_limit
+        if queues != self.desired_queues:
+            self.desired_queues = queues
+            self._hands.clear()
+            while len(self.queues) < queues:
+                self.queues.append(Queue(len(self.queues)))
+            self._trim()
+        if self.waiting:
+            self._dispatch_as_much_as_possible()
+
+    def _trim(self) -> None:
+        """Drop the empty queues beyond the desired count."""
+        queues = self.queues
+        while (
+            len(queues) > self.desired_queues
+            and not queues[-1].waiting
+            and not queues[-1].executing
+        ):
+            queues.pop()
+
     # --- the fast path ---------------------------------------------------------------------
 
-    def try_acquire(self, seats: int) -> bool:
+    def try_acquire(self, seats: int, now: float) -> bool:
         """Take ``seats`` now if nobody waits and they are free (or nothing runs at all)."""
         if self.waiting:
             return False
@@ -152,14 +192,71 @@ class QueueSet:
         self.seats_in_use = in_use + seats
         self.executing += 1
         self.dispatched += 1
+        # demand_changed(now), inlined (the fast path; nobody waits, so demand = in use).
+        elapsed = now - self._demand_last
+        if elapsed > 0:
+            demand = self._demand
+            self._demand_area += demand * elapsed
+            self._demand_square += demand * demand * elapsed
+            self._demand_last = now
+        demand = in_use + seats
+        self._demand = demand
+        if demand > self.demand_high:
+            self.demand_high = demand
         return True
 
-    def release(self, seats: int) -> None:
+    def release(self, seats: int, now: float) -> None:
         """A request that got its seats from :meth:`try_acquire` finished."""
         self.seats_in_use -= seats
         self.executing -= 1
         if self.waiting:
+            self.demand_changed(now)
             self._dispatch_as_much_as_possible()
+            return
+        # demand_changed(now), inlined: nothing waits, the demand only went down.
+        elapsed = now - self._demand_last
+        if elapsed > 0:
+            demand = self._demand
+            self._demand_area += demand * elapsed
+            self._demand_square += demand * demand * elapsed
+            self._demand_last = now
+        self._demand = self.seats_in_use
+
+    def release_later(self, seats: int) -> None:
+        """:meth:`release` on the clock's time (a write's final seats, held after it ends)."""
+        self.release(seats, self.clock.seconds())
+
+    # --- seat demand -----------------------------------------------------------------------
+
+    def demand_changed(self, now: float) -> None:
+        """Account the demand so far up to ``now`` and take the new one."""
+        elapsed = now - self._demand_last
+        if elapsed > 0:
+            demand = self._demand
+            self._demand_area += demand * elapsed
+            self._demand_square += demand * demand * elapsed
+            self._demand_last = now
+        demand = self.seats_in_use + self.seats_waiting
+        self._demand = demand
+        if demand > self.demand_high:
+            self.demand_high = demand
+
+    def take_demand(self, now: float) -> tuple[float, float, int, float]:
+        """(average, standard deviation, maximum, duration) of the seat demand since the last
+        call, then start a new period (``Integrator.Reset``)."""
+        self.demand_changed(now)
+        duration = now - self._demand_since
+        high = self.demand_high
+        if duration > 0:
+            average = self._demand_area / duration
+            variance = self._demand_square / duration - average * average
+            deviation = math.sqrt(variance) if variance > 0 else 0.0
+        else:
+            average = deviation = 0.0
+        self._demand_since = now
+        self._demand_area = self._demand_square = 0.0
+        self.demand_high = self._demand
+        return average, deviation, high, duration
 
     # --- queuing ---------------------------------------------------------------------------
 
@@ -168,12 +265,12 @@ class QueueSet:
     ) -> Waiting | str:
         """Queue a request; its ``deferred`` fires True when it gets its seats (or False when it
         is refused later). Answers a reason instead when it is refused at once."""
-        if not self.queues:
+        if not self.desired_queues:
             self.rejected += 1
             return CONCURRENCY_LIMIT
         hand = self._hands.get(hash_value)
         if hand is None:
-            hand = deal(hash_value, len(self.queues), self.hand_size)
+            hand = deal(hash_value, self.desired_queues, self.hand_size)
             if len(self._hands) > 4096:
                 self._hands.clear()
             self._hands[hash_value] = hand
@@ -197,7 +294,9 @@ class QueueSet:
             best.virtual_start = max(best.virtual_start, self.virtual_time)
         best.waiting.append(request)
         best.seats_waiting += seats
+        self.seats_waiting += seats
         self.waiting += 1
+        self.demand_changed(request.arrived)
         if wait_limit > 0:
             request.timer = self.clock.callLater(wait_limit, self._timed_out, request)
         self._dispatch_as_much_as_possible()
@@ -211,8 +310,11 @@ class QueueSet:
             queue.seats_in_use -= request.seats
         self.seats_in_use -= request.seats
         self.executing -= 1
+        self.demand_changed(self.clock.seconds())
         if self.waiting:
             self._dispatch_as_much_as_possible()
+        if len(self.queues) > self.desired_queues:
+            self._trim()
 
     def cancel(self, request: Waiting) -> None:
         """The client went away while ``request`` waited."""
@@ -241,7 +343,9 @@ class QueueSet:
         except ValueError:
             return False
         queue.seats_waiting -= request.seats
+        self.seats_waiting -= request.seats
         self.waiting -= 1
+        self.demand_changed(self.clock.seconds())
         if request.timer is not None and request.timer.active():
             request.timer.cancel()
         request.timer = None
@@ -269,6 +373,7 @@ class QueueSet:
                 return
             queue.waiting.popleft()
             queue.seats_waiting -= head.seats
+            self.seats_waiting -= head.seats
             self.waiting -= 1
             self.virtual_time = queue.virtual_start
             queue.virtual_start += head.seats
@@ -280,7 +385,8 @@ class QueueSet:
             if head.timer is not None and head.timer.active():
                 head.timer.cancel()
             head.timer = None
-            head.started = self.clock.seconds()
+            head.started = now = self.clock.seconds()
+            self.demand_changed(now)
             head.deferred.callback(True)
 
     def _next_queue(self) -> Queue | None:

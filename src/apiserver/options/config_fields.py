@@ -632,8 +632,10 @@ class ConfigFields:
     @property
     def enable_priority_and_fairness(self) -> bool:
         """``--enable-priority-and-fairness``: Queue requests by priority and fairness instead of
-        the plain max-in-flight limits. The configuration is kube-apiserver's bootstrap one; its
-        flowcontrol.apiserver.k8s.io/v1 objects are served read-only.
+        the plain max-in-flight limits. The configuration is the stored
+        flowcontrol.apiserver.k8s.io/v1 FlowSchemas and PriorityLevelConfigurations (kube-
+        apiserver's bootstrap set is ensured at start); changing them reconfigures the server
+        live.
         """
         return self._values["enable-priority-and-fairness"]
 

@@ -771,8 +771,9 @@ FLAGS: tuple[Flag, ...] = (
         "bool",
         True,
         "Queue requests by priority and fairness instead of the plain max-in-flight limits. "
-        "The configuration is kube-apiserver's bootstrap one; its "
-        "flowcontrol.apiserver.k8s.io/v1 objects are served read-only.",
+        "The configuration is the stored flowcontrol.apiserver.k8s.io/v1 FlowSchemas and "
+        "PriorityLevelConfigurations (kube-apiserver's bootstrap set is ensured at start); "
+        "changing them reconfigures the server live.",
         implemented=True,
     ),
     _feat(

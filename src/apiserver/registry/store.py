@@ -160,8 +160,12 @@ class Registry:
         conversion: StorageConversion | None = None,
         serializer: StorageSerializer | None = None,
         transformer: ValueTransformer | None = None,
+        namespaced: bool = True,
     ) -> None:
         self.store = store
+        #: False for a cluster-scoped resource: keys are ``<prefix>/<resource>/<name>``
+        #: (kube-apiserver's ``NoNamespaceKeyFunc``) and ``namespace`` arguments are "".
+        self.namespaced = namespaced
         self._current: CurrentReads | None = current_reads_of(store)
         self._cached: CachedLists | None = cached_lists_of(store)
         self._max_pending = max_pending_per_watcher
@@ -198,6 +202,8 @@ class Registry:
     # --- keys and bytes -------------------------------------------------------------------
 
     def key(self, namespace: str, name: str) -> bytes:
+        if not self.namespaced:
+            return f"{self.base}{name}".encode()
         return f"{self.base}{namespace}/{name}".encode()
 
     def prefix(self, namespace: str | None) -> bytes:

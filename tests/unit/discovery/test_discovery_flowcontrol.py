@@ -48,13 +48,16 @@ def test_group_and_version_documents() -> None:
     assert fetch(f"/apis/{GROUP}")[1]["kind"] == "APIGroup"
     code, doc = fetch(f"/apis/{GROUP}/v1")
     assert code == 200 and doc["groupVersion"] == f"{GROUP}/v1"
+    verbs = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
     assert [(r["name"], r["kind"], r["namespaced"], r["verbs"]) for r in doc["resources"]] == [
-        ("flowschemas", "FlowSchema", False, ["get", "list", "watch"]),
+        ("flowschemas", "FlowSchema", False, verbs),
+        ("flowschemas/status", "FlowSchema", False, ["get", "patch", "update"]),
+        ("prioritylevelconfigurations", "PriorityLevelConfiguration", False, verbs),
         (
-            "prioritylevelconfigurations",
+            "prioritylevelconfigurations/status",
             "PriorityLevelConfiguration",
             False,
-            ["get", "list", "watch"],
+            ["get", "patch", "update"],
         ),
     ]
 
@@ -65,6 +68,7 @@ def test_aggregated_apis_has_the_group() -> None:
     assert names == ["events.k8s.io", GROUP]
     resources = doc["items"][1]["versions"][0]["resources"]
     assert [r["scope"] for r in resources] == ["Cluster", "Cluster"]
+    assert [s["subresource"] for s in resources[0]["subresources"]] == ["status"]
 
 
 def test_without_priority_and_fairness_the_group_is_absent() -> None:

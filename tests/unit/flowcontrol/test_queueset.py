@@ -38,31 +38,31 @@ def test_deal_matches_the_mixed_radix_rule() -> None:
 
 def test_fast_path_takes_seats_until_the_limit() -> None:
     qs = QueueSet(Clock(), 2, 4, 2, 10)
-    assert qs.try_acquire(1) and qs.try_acquire(1)
-    assert not qs.try_acquire(1)
-    qs.release(1)
-    assert qs.try_acquire(1)
+    assert qs.try_acquire(1, 0.0) and qs.try_acquire(1, 0.0)
+    assert not qs.try_acquire(1, 0.0)
+    qs.release(1, 0.0)
+    assert qs.try_acquire(1, 0.0)
     assert qs.seats_in_use == 2 and qs.executing == 2 and qs.dispatched == 3
 
 
 def test_a_request_wider_than_the_limit_runs_alone() -> None:
     qs = QueueSet(Clock(), 2, 4, 2, 10)
-    assert qs.try_acquire(5)
-    assert not qs.try_acquire(1)
-    qs.release(5)
+    assert qs.try_acquire(5, 0.0)
+    assert not qs.try_acquire(1, 0.0)
+    qs.release(5, 0.0)
     assert qs.seats_in_use == 0
 
 
 def test_queued_request_dispatched_when_a_seat_frees() -> None:
     clock = Clock()
     qs = QueueSet(clock, 1, 8, 2, 10)
-    assert qs.try_acquire(1)
+    assert qs.try_acquire(1, 0.0)
     waiting = queued(qs.enqueue(1, flow_hash("fs", "a"), 15.0, "fs", "a"))
     fired: list[bool] = []
     waiting.deferred.addCallback(fired.append)
     assert qs.waiting == 1 and not fired
     clock.advance(3)
-    qs.release(1)
+    qs.release(1, 0.0)
     assert fired == [True] and waiting.started == 3.0
     assert qs.seats_in_use == 1 and qs.waiting == 0
     assert not clock.getDelayedCalls()  # the wait timer was cancelled
@@ -72,7 +72,7 @@ def test_queued_request_dispatched_when_a_seat_frees() -> None:
 
 def test_queue_length_limit_rejects() -> None:
     qs = QueueSet(Clock(), 1, 1, 1, 2)
-    assert qs.try_acquire(1)
+    assert qs.try_acquire(1, 0.0)
     h = flow_hash("fs", "a")
     queued(qs.enqueue(1, h, 0, "fs", "a"))
     queued(qs.enqueue(1, h, 0, "fs", "a"))
@@ -82,7 +82,7 @@ def test_queue_length_limit_rejects() -> None:
 
 def test_reject_type_level_has_no_queues() -> None:
     qs = QueueSet(Clock(), 1)
-    assert qs.try_acquire(1)
+    assert qs.try_acquire(1, 0.0)
     assert qs.enqueue(1, 1, 15.0, "catch-all", "u") == CONCURRENCY_LIMIT
 
 
@@ -91,7 +91,7 @@ def test_wait_limit_times_out_on_the_clock() -> None:
     qs = QueueSet(clock, 1, 4, 2, 10)
     reasons: list[str] = []
     qs.on_reject = lambda request, reason: reasons.append(reason)
-    assert qs.try_acquire(1)
+    assert qs.try_acquire(1, 0.0)
     waiting = queued(qs.enqueue(1, 42, 15.0, "fs", "a"))
     fired: list[bool] = []
     waiting.deferred.addCallback(fired.append)
@@ -100,7 +100,7 @@ def test_wait_limit_times_out_on_the_clock() -> None:
     clock.advance(0.2)
     assert fired == [False] and reasons == [TIME_OUT]
     assert qs.waiting == 0 and qs.timed_out == 1
-    qs.release(1)
+    qs.release(1, 0.0)
     assert qs.seats_in_use == 0
 
 
@@ -109,7 +109,7 @@ def test_cancel_removes_a_waiting_request() -> None:
     qs = QueueSet(clock, 1, 4, 2, 10)
     reasons: list[str] = []
     qs.on_reject = lambda request, reason: reasons.append(reason)
-    assert qs.try_acquire(1)
+    assert qs.try_acquire(1, 0.0)
     waiting = queued(qs.enqueue(1, 42, 15.0, "fs", "a"))
     qs.cancel(waiting)
     assert reasons == [CANCELLED] and qs.waiting == 0 and qs.cancelled == 1
@@ -121,7 +121,7 @@ def test_fairness_between_a_flooding_flow_and_a_quiet_one() -> None:
     dispatches, not after A's backlog."""
     clock = Clock()
     qs = QueueSet(clock, 1, 16, 1, 50)
-    assert qs.try_acquire(1)
+    assert qs.try_acquire(1, 0.0)
     a_hash, b_hash = flow_hash("fs", "flooder"), flow_hash("fs", "quiet")
     assert deal(a_hash, 16, 1) != deal(b_hash, 16, 1)
     order: list[str] = []
@@ -140,7 +140,7 @@ def test_fairness_between_a_flooding_flow_and_a_quiet_one() -> None:
         submit("A", a_hash)
     for _ in range(2):
         submit("B", b_hash)
-    qs.release(1)
+    qs.release(1, 0.0)
     while running:
         qs.finish(running.pop(0))
     assert len(order) == 22
@@ -151,12 +151,12 @@ def test_fairness_between_a_flooding_flow_and_a_quiet_one() -> None:
 
 def test_seat_accounting_with_wide_requests() -> None:
     qs = QueueSet(Clock(), 4, 4, 2, 10)
-    assert qs.try_acquire(3)
+    assert qs.try_acquire(3, 0.0)
     wide = queued(qs.enqueue(3, 9, 0, "fs", "a"))
     narrow = queued(qs.enqueue(1, 99, 0, "fs", "b"))
     # The head of the chosen queue (3 seats) does not fit in the 1 seat left: nothing moves.
     assert wide.started is None
-    qs.release(3)
+    qs.release(3, 0.0)
     assert wide.started is not None and narrow.started is not None
     assert qs.seats_in_use == 4
     qs.finish(wide)
@@ -168,7 +168,7 @@ def test_requests_finishing_during_dispatch_do_not_nest() -> None:
     """2,000 queued requests that each finish as soon as they are dispatched (a synchronous
     handler) are served by one loop, not one nested call each (no RecursionError)."""
     qs = QueueSet(Clock(), 1, 64, 6, 50)
-    assert qs.try_acquire(1)
+    assert qs.try_acquire(1, 0.0)
     served = []
     for i in range(2000):
         outcome = qs.enqueue(1, flow_hash("fs", f"u{i % 40}"), 0, "fs", f"u{i % 40}")
@@ -181,6 +181,6 @@ def test_requests_finishing_during_dispatch_do_not_nest() -> None:
             qs.finish(w)
 
         w.deferred.addCallback(run)
-    qs.release(1)
+    qs.release(1, 0.0)
     assert len(served) == 2000 - qs.rejected > 1000
     assert qs.waiting == 0 and qs.seats_in_use == 0 and qs.executing == 0

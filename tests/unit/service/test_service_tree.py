@@ -40,6 +40,7 @@ ORDER = [
     "ttl-sweeper",
     "compaction",
     "watch-cache",
+    "apf-config",
     "auth-reload",
     "storage-metrics",
     "http2",
@@ -77,6 +78,7 @@ class StubStore:
 
     def __init__(self) -> None:
         self.log: list[str] = []
+        self.created: list[str] = []
         self.watches: list[StubWatch] = []
 
     def start(self) -> Deferred[None]:
@@ -110,7 +112,9 @@ class StubStore:
         return defer.fail(KeyNotFoundError("not found", key))
 
     def create(self, key: bytes, value: bytes, ttl: int = 0) -> Deferred[KeyValue]:
-        raise NotImplementedError
+        # The priority and fairness ensurer writes the bootstrap configuration at start.
+        self.created.append(key.decode())
+        return defer.succeed(KeyValue(key, value, 2, 2))
 
     def update(
         self, key: bytes, value: bytes, expected_revision: int, ttl: int = 0
@@ -228,6 +232,9 @@ def test_the_tree_starts_in_order_and_stops_in_reverse_leaving_nothing(
     assert [e for e in events if e.startswith("start ")] == [f"start {n}" for n in ORDER]
     assert all(child.running for child in server.root)
     assert store.log == ["start", "sweep"]  # the sweeper's first round comes with the store
+    # Once the store is up, the bootstrap APF configuration is written (the ensurer).
+    assert "/registry/flowschemas/catch-all" in store.created
+    assert "/registry/prioritylevelconfigurations/exempt" in store.created
     assert (tmp_path / "certs" / "apiserver.crt").exists()  # made before listening
     assert http.H2Connection is not keep_h2_class
     assert server.listener.bound_port() > 0

@@ -1,10 +1,15 @@
-"""flowcontrol.apiserver.k8s.io/v1, read-only: the FlowSchemas and PriorityLevelConfigurations
-that priority and fairness runs with (:mod:`apiserver.flowcontrol.bootstrap`).
+"""flowcontrol.apiserver.k8s.io/v1: the FlowSchemas and PriorityLevelConfigurations that
+priority and fairness runs with, stored like any resource (kube-apiserver's
+``pkg/registry/flowcontrol``).
 
-kube-apiserver stores these objects and lets them be edited; here the configuration is the
-bootstrap one, so get, list and watch are served (JSON, and the Table kubectl asks for, with
-the columns of k8s.io/kubernetes/pkg/printers/internalversion/printers.go) and every write is
-refused with 405 MethodNotAllowed, as for a resource that does not offer the verb.
+- :mod:`.types`: schema, defaults and validation;
+- :mod:`.rest`: get, list, watch, create, update, patch, delete, deletecollection and the
+  ``status`` subresource;
+- :mod:`.ensurer`: the bootstrap configuration kept in storage
+  (``pkg/registry/flowcontrol/ensurer``);
+- :mod:`.controller`: watches the stored objects and reconfigures priority and fairness
+  (``apf_controller.go``'s config consumer), and writes the FlowSchemas' ``Dangling``
+  condition.
 """
 
 from apiserver.api.flowcontrol.rest import FlowControlAPI, discovery_group
