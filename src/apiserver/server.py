@@ -69,10 +69,12 @@ from apiserver.api.events import corev1
 from apiserver.api.events.rest import BASE, CORE_V1, GR, EventsAPI
 from apiserver.api.flowcontrol import FlowControlAPI, discovery_group
 from apiserver.api.flowcontrol.rest import BASE as FLOWCONTROL_BASE
+from apiserver.api.reviews import AUTHENTICATION_BASE, AUTHORIZATION_BASE, ReviewsAPI
+from apiserver.api.reviews import discovery_groups as review_groups
 from apiserver.api.tokenrequest import install_token_request
 from apiserver.audit.build import build_audit
 from apiserver.auth import build_auth
-from apiserver.auth.authn import install_authn_routes
+from apiserver.auth.authn import api_audiences, install_authn_routes
 from apiserver.discovery import install_discovery, runtime_config_enables_events
 from apiserver.discovery.documents import ExtraGroup
 from apiserver.flowcontrol.build import build_flow_control
@@ -442,6 +444,18 @@ class Server:
             )
             self.router.add_prefix(FLOWCONTROL_BASE, flowcontrol_api.handle)
             extra_groups.append(ExtraGroup(*discovery_group()))
+        # authentication.k8s.io/v1 and authorization.k8s.io/v1: the review APIs.
+        stages = self.auth_stages
+        reviews = ReviewsAPI(
+            self.reactor,
+            lambda: stages.authorization.authorizer,
+            getattr(stages.authentication.authenticator, "tokens", None),
+            api_audiences(config),
+            self.admission.admission,
+        )
+        self.router.add_prefix(AUTHENTICATION_BASE, reviews.handle)
+        self.router.add_prefix(AUTHORIZATION_BASE, reviews.handle)
+        extra_groups.extend(ExtraGroup(*group) for group in review_groups())
         install_discovery(
             self.router,
             groups_enabled={"events.k8s.io/v1": self.events_enabled},

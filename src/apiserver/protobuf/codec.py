@@ -43,6 +43,7 @@ from google.protobuf.message import DecodeError, Message
 
 from apiserver.protobuf.generated import (
     authentication_pb2,
+    authorization_pb2,
     core_pb2,
     events_pb2,
     meta_pb2,
@@ -56,6 +57,7 @@ _META = "k8s.io.apimachinery.pkg.apis.meta.v1."
 _CORE = "k8s.io.api.core.v1."
 _EVENTS = "k8s.io.api.events.v1."
 _AUTHN = "k8s.io.api.authentication.v1."
+_AUTHZ = "k8s.io.api.authorization.v1."
 
 #: Go pointer fields (``*T``, omitted when nil), by message; every other field is always written.
 POINTERS: dict[str, frozenset[str]] = {
@@ -77,6 +79,12 @@ POINTERS: dict[str, frozenset[str]] = {
     _CORE + "Event": frozenset({"series", "related"}),
     _EVENTS + "Event": frozenset({"series", "related"}),
     _AUTHN + "TokenRequestSpec": frozenset({"expirationSeconds", "boundObjectRef"}),
+    _AUTHZ + "ResourceAttributes": frozenset({"fieldSelector", "labelSelector"}),
+    _AUTHZ + "SubjectAccessReviewSpec": frozenset({"resourceAttributes", "nonResourceAttributes"}),
+    _AUTHZ + "SelfSubjectAccessReviewSpec": frozenset(
+        {"resourceAttributes", "nonResourceAttributes"}
+    ),
+    _CORE + "ServiceAccount": frozenset({"automountServiceAccountToken"}),
 }
 
 #: Fields read back as ``{}`` when empty: the internal Event's always-present structs.
@@ -137,6 +145,7 @@ Filler = Callable[[Any, Mapping[str, Any]], None]
 Reader = Callable[[Any], dict[str, Any]]
 
 _SCALAR, _TIME_KIND, _MESSAGE, _REPEATED_MESSAGE, _REPEATED_SCALAR, _MAP, _FIELDS = range(7)
+_MAP_LIST = 7
 
 
 #: A message descriptor (the upb backend's type differs from the pure-Python stub's).
@@ -145,7 +154,9 @@ Descriptor = Any
 
 def _kind(field: FieldDescriptor) -> int:
     if field.message_type is not None and field.message_type.GetOptions().map_entry:
-        return _MAP
+        # map<string, ExtraValue>: user extras, each value a wrapped list of strings.
+        value = field.message_type.fields_by_name["value"]
+        return _MAP_LIST if value.message_type is not None else _MAP
     if field.is_repeated:
         return _REPEATED_MESSAGE if field.message_type is not None else _REPEATED_SCALAR
     if field.message_type is None:
@@ -259,6 +270,11 @@ class _Filler:
             elif kind == _MAP:
                 if item:
                     getattr(msg, name).update(item)
+            elif kind == _MAP_LIST:
+                if item:
+                    container = getattr(msg, name)
+                    for key, values in item.items():
+                        container[key].items.extend(values or ())
             else:  # FieldsV1 (a pointer): its JSON text
                 getattr(msg, name).Raw = orjson.dumps(item)
 
@@ -347,6 +363,10 @@ def _build_reader(descriptor: Any) -> Reader:
                 container = getattr(msg, name)
                 if container:
                     out[name] = {key: container[key] for key in sorted(container)}
+            elif kind == _MAP_LIST:
+                container = getattr(msg, name)
+                if container:
+                    out[name] = {key: list(container[key].items) for key in sorted(container)}
             elif msg.HasField(name):  # FieldsV1
                 raw = getattr(msg, name).Raw
                 out[name] = orjson.loads(raw) if raw else {}
@@ -448,6 +468,20 @@ MESSAGES: dict[tuple[str, str], type[Message]] = {
     ("meta.k8s.io/v1beta1", "PartialObjectMetadata"): meta_pb2.PartialObjectMetadata,
     ("meta.k8s.io/v1beta1", "PartialObjectMetadataList"): meta_pb2.PartialObjectMetadataList,
     ("authentication.k8s.io/v1", "TokenRequest"): authentication_pb2.TokenRequest,
+    ("authentication.k8s.io/v1", "TokenReview"): authentication_pb2.TokenReview,
+    ("authentication.k8s.io/v1", "SelfSubjectReview"): authentication_pb2.SelfSubjectReview,
+    ("authorization.k8s.io/v1", "SubjectAccessReview"): authorization_pb2.SubjectAccessReview,
+    ("authorization.k8s.io/v1", "LocalSubjectAccessReview"): (
+        authorization_pb2.LocalSubjectAccessReview
+    ),
+    ("authorization.k8s.io/v1", "SelfSubjectAccessReview"): (
+        authorization_pb2.SelfSubjectAccessReview
+    ),
+    ("authorization.k8s.io/v1", "SelfSubjectRulesReview"): (
+        authorization_pb2.SelfSubjectRulesReview
+    ),
+    ("v1", "ServiceAccount"): core_pb2.ServiceAccount,
+    ("v1", "ServiceAccountList"): core_pb2.ServiceAccountList,
 }
 
 
