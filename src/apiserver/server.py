@@ -71,6 +71,9 @@ from apiserver.api.flowcontrol import FlowControlAPI, discovery_group
 from apiserver.api.flowcontrol.rest import BASE as FLOWCONTROL_BASE
 from apiserver.api.reviews import AUTHENTICATION_BASE, AUTHORIZATION_BASE, ReviewsAPI
 from apiserver.api.reviews import discovery_groups as review_groups
+from apiserver.api.serviceaccounts import GR as SERVICE_ACCOUNTS_GR
+from apiserver.api.serviceaccounts import SERVICE_ACCOUNTS
+from apiserver.api.serviceaccounts import STORAGE as SERVICE_ACCOUNTS_STORAGE
 from apiserver.api.tokenrequest import install_token_request
 from apiserver.audit.build import build_audit
 from apiserver.auth import build_auth
@@ -463,6 +466,7 @@ class Server:
             token_request=self.token_request,
             core_events=True,
             extra_groups=extra_groups,
+            service_accounts=True,
         )
         install_authn_routes(self.router, config)
         install_openapi(
@@ -491,7 +495,27 @@ class Server:
             view=CORE_V1,
             admission=self.admission.admission,
         )
-        self._install_core_v1(self.core_events_api.handle)
+        # core/v1 serviceaccounts: the same REST implementation and registry machinery, keyed
+        # as kube-apiserver keys them (TokenRequest and the token authenticator read them).
+        self.service_accounts_registry = Registry(
+            self.store,
+            prefix=config.store_prefix,
+            resource="serviceaccounts",
+            group_resource=SERVICE_ACCOUNTS_GR,
+            storage_kind="ServiceAccount",
+            media_type=config.storage_media_type,
+            conversion=SERVICE_ACCOUNTS_STORAGE,
+        )
+        self.service_accounts_api = EventsAPI(
+            self.service_accounts_registry,
+            self.reactor,
+            min_request_timeout=float(config.min_request_timeout),
+            delete_collection_workers=int(config.delete_collection_workers),
+            lifecycle=self.lifecycle,
+            view=SERVICE_ACCOUNTS,
+            admission=self.admission.admission,
+        )
+        self._install_core_v1(self.core_events_api.handle, self.service_accounts_api.handle)
         if not self.events_enabled:
             return
         self.events_api = EventsAPI(
@@ -504,24 +528,31 @@ class Server:
         )
         self.router.add_prefix(BASE, self.events_api.handle)
 
-    def _install_core_v1(self, events: Handler) -> None:
-        """core/v1 events under ``/api/v1/``; TokenRequest, when served, keeps
-        ``/api/v1/namespaces/<ns>/serviceaccounts/...`` (its prefix is shared)."""
+    def _install_core_v1(self, events: Handler, service_accounts: Handler) -> None:
+        """core/v1 under ``/api/v1/``: events, serviceaccounts and, when served, TokenRequest
+        (``/api/v1/namespaces/<ns>/serviceaccounts/<name>/token``), which registered itself
+        on ``/api/v1/namespaces/`` first (the prefix is shared)."""
         router = self.router
-        router.add_prefix(CORE_V1.base, events)
         namespaces = CORE_V1.base + "namespaces/"
         token = router.prefix_handler(namespaces)
-        if token is None:
-            return
 
-        def namespaced(request: HTTPRequest, info: RequestInfo) -> Any:
-            # /api/v1/namespaces/<ns>/<resource>...: the resource is the fifth segment.
-            parts = info.path.split("/", 6)
-            if len(parts) > 5 and parts[5] == "serviceaccounts":
+        def core(request: HTTPRequest, info: RequestInfo) -> Any:
+            path = info.path
+            if "serviceaccounts" not in path:  # one substring test for every event request
+                return events(request, info)
+            # ['', 'api', 'v1', ('watch',) ('namespaces', <ns>,) <resource>, <name>, <sub>]
+            parts = path.split("/")
+            at = 4 if len(parts) > 3 and parts[3] == "watch" else 3
+            if len(parts) > at + 2 and parts[at] == "namespaces":
+                at += 2
+            if len(parts) <= at or parts[at] != "serviceaccounts":
+                return events(request, info)
+            if token is not None and at == 5 and len(parts) > 7:
                 return token(request, info)
-            return events(request, info)
+            return service_accounts(request, info)
 
-        router.add_prefix(namespaces, namespaced)
+        router.add_prefix(CORE_V1.base, core)
+        router.add_prefix(namespaces, core)
 
     def _object_count(self, resource: str) -> int | None:
         """The stored object count of ``resource`` for priority and fairness's list estimate."""

@@ -33,7 +33,6 @@ backend yet, so it is logged at debug level.
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Callable, Coroutine, Iterable, Sequence
 from typing import Any
@@ -58,6 +57,7 @@ from apiserver.options.validate import (
 )
 from apiserver.protobuf import codec as pbcodec
 from apiserver.registry import codec
+from apiserver.registry.storagecodec import StorageCodecError, decode_any
 from apiserver.storage.interface import KeyNotFoundError, StorageError
 
 log = Logger()
@@ -165,8 +165,9 @@ class TokenREST:
         except StorageError as error:
             raise errors.internal_error(str(error)) from None
         try:
-            obj = json.loads(kv.value)
-        except ValueError:
+            # Any stored format (--storage-media-type): JSON, YAML or the protobuf envelope.
+            obj: Any = decode_any(kv.value)
+        except (StorageCodecError, ValueError):
             obj = None
         if not isinstance(obj, dict):
             raise errors.internal_error(f"cannot decode {resource} {errors.go_quote(name)}")
