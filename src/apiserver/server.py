@@ -475,6 +475,9 @@ class Server:
             logs_enabled=bool(config.enable_logs_handler),
             git_version=config.version or _default_version(),
             core_events=True,
+            service_accounts=True,
+            token_request=self.token_request,
+            reviews=True,
         )
         ttl = max(int(config.event_ttl), 0)
         self.registry = Registry(
