@@ -428,9 +428,10 @@ class Server:
         router.add("/", index_handler(self._paths))
 
     def _install_api(self) -> None:
-        """Discovery, OpenAPI, the TokenRequest API (with a signing key and an issuer), core/v1
-        events and (unless ``--runtime-config`` turns it off) events.k8s.io/v1 events, both
-        views over one registry (kube-apiserver's cohabiting event storage)."""
+        """Discovery, OpenAPI, the TokenRequest API (with a signing key and an issuer), the
+        review APIs, core/v1 ServiceAccounts, core/v1 events and (unless ``--runtime-config``
+        turns it off) events.k8s.io/v1 events, both views over one registry (kube-apiserver's
+        cohabiting event storage)."""
         config = self.config
         self.token_request = install_token_request(
             self.router, config, self.store, self.reactor, self.admission.admission
