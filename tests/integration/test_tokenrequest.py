@@ -190,10 +190,11 @@ def test_kubectl_create_token(launch: Callable[..., Daemon], tmp_path: Path) -> 
     done = kubectl(kubeconfig, "get", "--raw", "/api/v1/namespaces/ci/events")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["kind"] == "EventList"
-    # Discovery lists the subresource (after core/v1 events, sorted by name).
+    # Discovery lists the subresource (after core/v1 events and serviceaccounts, by name).
     done = kubectl(kubeconfig, "get", "--raw", "/api/v1")
     assert done.returncode == 0, done.stderr
     assert [r["name"] for r in json.loads(done.stdout)["resources"]] == [
         "events",
+        "serviceaccounts",
         "serviceaccounts/token",
     ]
