@@ -126,3 +126,23 @@ def test_table_protobuf_watch_and_deletecollection() -> None:
     assert gone.json()["kind"] == "ServiceAccountList"
     assert h.get(BASE.format(ns="ci")).json()["items"] == []
     assert json.loads(h.get("/api/v1/serviceaccounts").body)["items"] == []
+
+
+def test_server_side_apply_and_strategic_merge() -> None:
+    h = SAHarness()
+    applied = h.patch(
+        BASE.format(ns="ci") + "/app?fieldManager=kubectl",
+        sa("app", secrets=[{"name": "s1"}]),
+        "application/apply-patch+yaml",
+    )
+    assert applied.code == 201, applied.body
+    entry = applied.json()["metadata"]["managedFields"][0]
+    assert (entry["manager"], entry["operation"], entry["apiVersion"]) == ("kubectl", "Apply", "v1")
+    merged = h.patch(
+        BASE.format(ns="ci") + "/app",
+        {"secrets": [{"name": "s2"}]},
+        "application/strategic-merge-patch+json",
+    )
+    assert merged.code == 200, merged.body
+    # secrets merge by name (patchMergeKey): both are kept.
+    assert sorted(s["name"] for s in merged.json()["secrets"]) == ["s1", "s2"]

@@ -665,6 +665,7 @@ class EventsAPI:
             api_version=self.view.api_version,
             validation=opts.effective_field_validation,
             schema=self.view.schema,
+            kind=self._kind,
             views=self._other_versions,
         )
         admission = self.admission
