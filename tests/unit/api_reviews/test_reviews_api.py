@@ -274,3 +274,28 @@ def test_self_subject_rules_review() -> None:
         "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}],
         "incomplete": False,
     }
+
+
+def test_selector_parse_errors_are_evaluation_errors() -> None:
+    h = Harness(RBAC)
+    h.authn.user = UserInfo("root", groups=("system:masters",))
+    out = h.json(
+        SSAR,
+        {
+            "spec": {
+                "resourceAttributes": {
+                    "verb": "list",
+                    "resource": "events",
+                    "fieldSelector": {"rawSelector": "a"},
+                    "labelSelector": {
+                        "requirements": [{"key": "k", "operator": "Almost", "values": ["v"]}]
+                    },
+                }
+            }
+        },
+    )
+    assert out["status"] == {
+        "allowed": True,
+        "evaluationError": "spec.resourceAttributes.fieldSelector ignored due to parse error; "
+        "spec.resourceAttributes.labelSelector partially ignored due to parse error",
+    }

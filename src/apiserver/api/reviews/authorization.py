@@ -16,12 +16,14 @@ validated but not used to authorize: no authorizer here reads them.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from twisted.internet.defer import Deferred
 
 from apiserver.apimachinery import errors
+from apiserver.apimachinery.fields import parse_field_selector
+from apiserver.apimachinery.labels import SelectorParseError, parse_label_selector
 from apiserver.auth.authz import AuthorizerError
 from apiserver.auth.authz.rules import rules_of
 from apiserver.auth.interface import ALLOW, DENY, Attributes, Authorizer, Decision, UserInfo
@@ -194,16 +196,51 @@ def _status(decision: str, reason: str, error: str) -> Obj:
     return status
 
 
-async def authorize(authorizer: Authorizer | None, attributes: Attributes) -> Obj:
-    """The status the chain gives ``attributes`` (None: an AlwaysAllow chain)."""
+_LABEL_OPERATORS = frozenset({"In", "NotIn", "Exists", "DoesNotExist"})
+
+
+def selector_problems(spec: Mapping[str, Any]) -> list[str]:
+    """What ``util/helpers.go`` reports of the spec's selectors in ``evaluationError``: a
+    ``rawSelector`` that does not parse is ignored, a requirement whose operator is unknown
+    is dropped (the selector is then partially ignored)."""
+    resource = spec.get("resourceAttributes") or {}
+    problems: list[str] = []
+    for name, parse in (
+        ("fieldSelector", parse_field_selector),
+        ("labelSelector", parse_label_selector),
+    ):
+        selector = resource.get(name)
+        if not selector:
+            continue
+        path = f"spec.resourceAttributes.{name}"
+        raw = selector.get("rawSelector") or ""
+        if raw:
+            try:
+                parse(raw)
+            except (SelectorParseError, errors.StatusError, ValueError):
+                problems.append(f"{path} ignored due to parse error")
+            continue
+        requirements = selector.get("requirements") or ()
+        if any(r.get("operator") not in _LABEL_OPERATORS for r in requirements):
+            problems.append(f"{path} partially ignored due to parse error")
+    return problems
+
+
+async def authorize(
+    authorizer: Authorizer | None, attributes: Attributes, problems: Sequence[str] = ()
+) -> Obj:
+    """The status the chain gives ``attributes`` (None: an AlwaysAllow chain); ``problems``
+    (:func:`selector_problems`) are appended to ``evaluationError``, joined by ``; ``."""
     if authorizer is None:
-        return _status(ALLOW, "", "")
-    try:
-        result = authorizer.authorize(attributes)
-        decision: Decision = await result if isinstance(result, Deferred) else result
-    except AuthorizerError as error:
-        return _status(error.decision, error.reason, error.message)
-    return _status(decision.decision, decision.reason, "")
+        decision, reason, error = ALLOW, "", ""
+    else:
+        try:
+            result = authorizer.authorize(attributes)
+            answer: Decision = await result if isinstance(result, Deferred) else result
+            decision, reason, error = answer.decision, answer.reason, ""
+        except AuthorizerError as failure:
+            decision, reason, error = failure.decision, failure.reason, failure.message
+    return _status(decision, reason, "; ".join([e for e in (error, *problems) if e]))
 
 
 def rules_review(authorizer: Authorizer | None, user: UserInfo, namespace: str) -> Obj:

@@ -265,7 +265,9 @@ class ReviewsAPI:
             subject = authorization.user_from_spec(spec)
         await self._admit(info, review, namespace, obj, dry_run)
         attributes = authorization.attributes_from(subject, spec)
-        status = await authorization.authorize(self.authorizer(), attributes)
+        status = await authorization.authorize(
+            self.authorizer(), attributes, authorization.selector_problems(spec)
+        )
         return {"metadata": obj.get("metadata") or {}, "spec": spec, "status": status}
 
 
