@@ -299,3 +299,25 @@ def test_selector_parse_errors_are_evaluation_errors() -> None:
         "evaluationError": "spec.resourceAttributes.fieldSelector ignored due to parse error; "
         "spec.resourceAttributes.labelSelector partially ignored due to parse error",
     }
+
+
+def test_field_validation() -> None:
+    """Unknown fields: warnings by default, a 400 with ``fieldValidation=Strict`` (what
+    ``kubectl create -f`` sends)."""
+    h = Harness()
+    body = {"spec": {"user": "u", "resourceAttributes": {"verb": "get", "resorce": "x"}}}
+    code, headers, _ = h.post(SAR, body)
+    assert code == 201
+    assert headers.getRawHeaders(b"warning") == [
+        b'299 - "unknown field \\"spec.resourceAttributes.resorce\\""'
+    ]
+    code, _, raw = h.post(SAR + "?fieldValidation=Strict", body)
+    assert code == 400
+    assert json.loads(raw)["message"] == (
+        'SubjectAccessReview in version "v1" cannot be handled as a SubjectAccessReview: '
+        'strict decoding error: unknown field "spec.resourceAttributes.resorce"'
+    )
+    extra = {"spec": {"user": "u", "extra": {"k": ["v"]}, "nonResourceAttributes": {}}}
+    code, headers, _ = h.post(SAR + "?fieldValidation=Strict", extra)
+    assert code == 201
+    assert headers.getRawHeaders(b"warning") is None

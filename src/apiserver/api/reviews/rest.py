@@ -174,6 +174,9 @@ class ReviewsAPI:
         fmt = wire.body_format(header_value(request, b"content-type") or None)
         raw = request.content.read() if request.content is not None else b""
         obj = wire.decode(raw, fmt, review.group, review.kind)
+        warnings = wire.check_strict(
+            raw, fmt, review.group, review.kind, opts.effective_field_validation
+        )
         meta = dict(obj.get("metadata") or {})
         for key in wire.WIPED:
             meta.pop(key, None)
@@ -191,7 +194,10 @@ class ReviewsAPI:
         obj["metadata"] = meta
         result = await self._create(info, review, namespace, obj, bool(opts.dry_run))
         body = wire.with_type_meta(review.group, review.kind, result)
-        headers = (("Content-Type", out.media_type),)
+        headers = (
+            ("Content-Type", out.media_type),
+            *(("Warning", f"299 - {errors.go_quote(w)}") for w in warnings),
+        )
         if out.media_type == negotiation.PROTOBUF:
             return Response(201, headers, pbcodec.encode_object(body))
         media = "yaml" if out.media_type == negotiation.YAML else "json"

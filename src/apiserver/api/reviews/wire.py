@@ -15,9 +15,22 @@ from typing import Any
 
 import orjson
 import yaml
+from google.protobuf.descriptor import FieldDescriptor
 
+from apiserver.api.events.schema import OBJECT_META
 from apiserver.apimachinery import errors
 from apiserver.apimachinery.negotiation import PROTOBUF, go_parse_media_type, negotiate_body
+from apiserver.apimachinery.schema import (
+    BOOLEAN,
+    INTEGER,
+    STRING,
+    Field,
+    List,
+    Map,
+    Struct,
+    Type,
+)
+from apiserver.apimachinery.strict import find_strict_errors
 from apiserver.protobuf import codec
 
 Obj = dict[str, Any]
@@ -74,6 +87,61 @@ def _check_kind(api_version: str, kind: str, group: str, expected: str, raw: byt
         )
 
 
+_SCHEMAS: dict[str, Struct] = {}
+
+
+def _field_type(field: Any) -> Type:
+    message = field.message_type
+    if message is not None and message.GetOptions().map_entry:
+        return Map(_field_type(message.fields_by_name["value"]))
+    if message is not None:
+        element: Type = OBJECT_META if message.name == "ObjectMeta" else schema_of(message)
+    elif field.type == FieldDescriptor.TYPE_BOOL:
+        element = BOOLEAN
+    elif field.type == FieldDescriptor.TYPE_STRING:
+        element = STRING
+    else:
+        element = INTEGER
+    if message is not None and message.full_name.endswith(".ExtraValue"):
+        return List(STRING)
+    return List(element) if field.is_repeated else element
+
+
+def schema_of(descriptor: Any) -> Struct:
+    """The JSON schema of a review message for strict decoding, read off the protobuf
+    descriptor (the field names are the JSON names, as in k8s.io/api's generated.proto)."""
+    known = _SCHEMAS.get(descriptor.full_name)
+    if known is None:
+        fields = [Field("kind", STRING), Field("apiVersion", STRING)] if _is_top(descriptor) else []
+        fields.extend(Field(f.name, _field_type(f)) for f in descriptor.fields)
+        known = _SCHEMAS[descriptor.full_name] = Struct(descriptor.name, tuple(fields))
+    return known
+
+
+def _is_top(descriptor: Any) -> bool:
+    return "metadata" in descriptor.fields_by_name
+
+
+def strict_problems(raw: bytes, fmt: str, group: str, kind: str) -> list[str]:
+    """Unknown and duplicate fields of a JSON or YAML body (``fieldValidation``)."""
+    message = codec.message_for(f"{group}/v1", kind)
+    assert message is not None
+    return find_strict_errors(
+        raw, schema_of(message.DESCRIPTOR), content_type="yaml" if fmt == "yaml" else "json"
+    )
+
+
+def check_strict(raw: bytes, fmt: str, group: str, kind: str, validation: str) -> list[str]:
+    """``fieldValidation``: the warnings to send (``Warn``), or the 400 (``Strict``); nothing
+    to check in protobuf or with ``Ignore``."""
+    if fmt == "protobuf" or validation == "Ignore":
+        return []
+    problems = strict_problems(raw, fmt, group, kind)
+    if problems and validation == "Strict":
+        raise _cannot_handle(kind, "v1", kind, "strict decoding error: " + ", ".join(problems))
+    return problems
+
+
 def decode(raw: bytes, fmt: str, group: str, kind: str) -> Obj:
     """The request object of ``group``/v1 ``kind`` in the canonical shape (no type meta)."""
     message = codec.message_for(f"{group}/v1", kind)
@@ -121,4 +189,4 @@ def with_type_meta(group: str, kind: str, obj: Obj) -> Obj:
     return out
 
 
-__all__ = ["WIPED", "body_format", "decode", "with_type_meta"]
+__all__ = ["WIPED", "body_format", "check_strict", "decode", "schema_of", "with_type_meta"]
