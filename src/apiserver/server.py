@@ -459,7 +459,10 @@ class Server:
         )
         self.router.add_prefix(AUTHENTICATION_BASE, reviews.handle)
         self.router.add_prefix(AUTHORIZATION_BASE, reviews.handle)
-        extra_groups.extend(ExtraGroup(*group) for group in review_groups())
+        # Discovery lists groups by priority (k8s.io/kubernetes pkg/controlplane/apiserver/
+        # aggregator.go): authentication.k8s.io 17700, authorization.k8s.io 17600, then
+        # flowcontrol.apiserver.k8s.io 16100.
+        extra_groups[:0] = [ExtraGroup(*group) for group in review_groups()]
         install_discovery(
             self.router,
             groups_enabled={"events.k8s.io/v1": self.events_enabled},
