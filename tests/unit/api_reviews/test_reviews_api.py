@@ -179,7 +179,19 @@ def test_self_subject_access_review_under_rbac() -> None:
     h = Harness(RBAC)
     out = h.json(SSAR, {"spec": {"resourceAttributes": {"verb": "create", "resource": "events"}}})
     assert out["status"] == {"allowed": False}
-    assert out["metadata"] == {}
+    # The create handler's field manager recorded the request's fields.
+    assert out["metadata"] == {
+        "managedFields": [
+            {
+                "manager": "unknown",
+                "operation": "Update",
+                "apiVersion": "authorization.k8s.io/v1",
+                "time": "2027-01-15T08:00:00Z",
+                "fieldsType": "FieldsV1",
+                "fieldsV1": {"f:spec": {"f:resourceAttributes": {"f:resource": {}, "f:verb": {}}}},
+            }
+        ]
+    }
     h.authn.user = UserInfo("root", groups=("system:masters",))
     out = h.json(SSAR, {"spec": {"nonResourceAttributes": {"path": "/metrics", "verb": "get"}}})
     assert out["spec"] == {"nonResourceAttributes": {"path": "/metrics", "verb": "get"}}
@@ -236,7 +248,7 @@ def test_local_subject_access_review_namespaces() -> None:
         "spec": {"user": "u", "resourceAttributes": {"namespace": "team", "verb": "get"}}
     }
     out = h.json(LSAR, body)
-    assert out["metadata"] == {"namespace": "team"}
+    assert out["metadata"]["namespace"] == "team"
     code, _, raw = h.post(LSAR, {**body, "metadata": {"namespace": "other"}})
     assert code == 400
     assert json.loads(raw)["message"] == (

@@ -14,6 +14,7 @@ from apiserver.admission import CREATE, Admission, Attributes, run_mutating, run
 from apiserver.api.events.protowire import status_response
 from apiserver.api.reviews import authentication, authorization, wire
 from apiserver.apimachinery import errors, negotiation, request_options
+from apiserver.apimachinery.managedfields import update_managed_fields
 from apiserver.apimachinery.meta_time import format_seconds
 from apiserver.auth.authn.common import TokenAuthenticator
 from apiserver.auth.interface import Authorizer
@@ -54,6 +55,11 @@ SELF_SUBJECT_ACCESS_REVIEW = Review(
 )
 SELF_SUBJECT_RULES_REVIEW = Review(
     authorization.GROUP, "selfsubjectrulesreviews", "SelfSubjectRulesReview"
+)
+#: The reviews whose answer is the request object (with ``status``): SelfSubjectReview and
+#: SelfSubjectRulesReview build new objects.
+ECHOED = frozenset(
+    {TOKEN_REVIEW, SUBJECT_ACCESS_REVIEW, LOCAL_SUBJECT_ACCESS_REVIEW, SELF_SUBJECT_ACCESS_REVIEW}
 )
 REVIEWS: dict[str, tuple[Review, ...]] = {
     authentication.GROUP: (SELF_SUBJECT_REVIEW, TOKEN_REVIEW),
@@ -192,6 +198,13 @@ class ReviewsAPI:
         else:
             meta.pop("namespace", None)
         obj["metadata"] = meta
+        if review in ECHOED:
+            # The create handler's field manager records the request object's fields before
+            # REST Create; the reviews that answer with the request object keep them.
+            manager = request_options.field_manager_or_user_agent(
+                opts.field_manager or "", header_value(request, b"user-agent")
+            )
+            self._track(review, obj, manager)
         result = await self._create(info, review, namespace, obj, bool(opts.dry_run))
         body = wire.with_type_meta(review.group, review.kind, result)
         headers = (
@@ -205,6 +218,24 @@ class ReviewsAPI:
             info.query, header_value(request, b"user-agent")
         )
         return Response(201, headers, codec.encode(body, media, pretty))
+
+    def _track(self, review: Review, obj: Obj, manager: str) -> None:
+        """``FieldManager.UpdateNoErrors`` of a create (no managed fields when the object does
+        not fit the schema, as there)."""
+        message = pbcodec.message_for(f"{review.group}/v1", review.kind)
+        assert message is not None
+        api_version = f"{review.group}/v1"
+        entries = update_managed_fields(
+            None,
+            wire.with_type_meta(review.group, review.kind, obj),
+            manager,
+            "Update",
+            api_version,
+            format_seconds(self.clock.seconds()),
+            wire.schema_of(message.DESCRIPTOR),
+        )
+        if entries:
+            obj["metadata"]["managedFields"] = entries
 
     async def _admit(
         self, info: RequestInfo, review: Review, namespace: str, obj: Obj, dry_run: bool
