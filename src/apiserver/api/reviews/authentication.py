@@ -55,7 +55,8 @@ async def token_review(
     if not token:
         raise errors.bad_request("token is required for TokenReview in authentication")
     if tokens is None:
-        return obj
+        # No token authenticator: nothing to ask (the status keeps its always-written user).
+        return {**obj, "status": {"user": {}}}
     audiences = tuple(spec.get("audiences") or ()) or tuple(api_audiences)
     status: Obj = {}
     result: AuthResult | None = None
