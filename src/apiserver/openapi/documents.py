@@ -368,10 +368,23 @@ def api_v1_document(
 def review_documents() -> dict[str, dict[str, Any]]:
     """``/openapi/v3/apis/authentication.k8s.io/v1`` and ``.../authorization.k8s.io/v1``: the
     official documents as kube publishes them (:mod:`apiserver.api.reviews`)."""
-    return {
-        f"apis/{group}/v1": copy.deepcopy(_reference(f"{group.split('.')[0]}-v1-openapi.json"))
-        for group in ("authentication.k8s.io", "authorization.k8s.io")
-    }
+    documents: dict[str, dict[str, Any]] = {}
+    for group in ("authentication.k8s.io", "authorization.k8s.io"):
+        short = group.split(".")[0]
+        documents[f"apis/{group}"] = _group_document(group, short)
+        documents[f"apis/{group}/v1"] = copy.deepcopy(_reference(f"{short}-v1-openapi.json"))
+    return documents
+
+
+def _group_document(group: str, short: str) -> dict[str, Any]:
+    """``/openapi/v3/apis/<group>``: the group's discovery GET, shaped as kube's builder
+    writes every group's (the events.k8s.io one with the group's names)."""
+    document = _events_group_reference()
+    operation = document["paths"].pop("/apis/events.k8s.io/")
+    operation["get"]["operationId"] = f"get{short.capitalize()}APIGroup"
+    operation["get"]["tags"] = [short]
+    document["paths"] = {f"/apis/{group}/": operation}
+    return document
 
 
 def apis_document() -> dict[str, Any]:

@@ -87,6 +87,9 @@ def test_served_review_documents_are_the_official_ones() -> None:
     served = review_documents()
     assert served["apis/authentication.k8s.io/v1"] == _official("authentication-v1-openapi.json")
     assert served["apis/authorization.k8s.io/v1"] == _official("authorization-v1-openapi.json")
+    group = served["apis/authentication.k8s.io"]["paths"]["/apis/authentication.k8s.io/"]
+    assert group["get"]["operationId"] == "getAuthenticationAPIGroup"
+    assert group["get"]["tags"] == ["authentication"]
 
 
 REVIEW_KINDS = [
