@@ -76,11 +76,16 @@ from apiserver.api.flowcontrol.controller import ConfigController
 from apiserver.api.flowcontrol.ensurer import Ensurer
 from apiserver.api.flowcontrol.rest import BASE as FLOWCONTROL_BASE
 from apiserver.api.flowcontrol.rest import KINDS as FLOWCONTROL_KINDS
+from apiserver.api.reviews import AUTHENTICATION_BASE, AUTHORIZATION_BASE, ReviewsAPI
+from apiserver.api.reviews import discovery_groups as review_groups
+from apiserver.api.serviceaccounts import GR as SERVICE_ACCOUNTS_GR
+from apiserver.api.serviceaccounts import SERVICE_ACCOUNTS
+from apiserver.api.serviceaccounts import STORAGE as SERVICE_ACCOUNTS_STORAGE
 from apiserver.api.tokenrequest import install_token_request
 from apiserver.apimachinery.uid import new_uuid
 from apiserver.audit.build import build_audit
 from apiserver.auth import build_auth
-from apiserver.auth.authn import install_authn_routes
+from apiserver.auth.authn import api_audiences, install_authn_routes
 from apiserver.discovery import install_discovery, runtime_config_enables_events
 from apiserver.discovery.documents import ExtraGroup
 from apiserver.encryption.build import EVENTS as ENCRYPTED_EVENTS
@@ -474,9 +479,10 @@ class Server:
         router.add("/", index_handler(self._paths))
 
     def _install_api(self) -> None:
-        """Discovery, OpenAPI, the TokenRequest API (with a signing key and an issuer), core/v1
-        events and (unless ``--runtime-config`` turns it off) events.k8s.io/v1 events, both
-        views over one registry (kube-apiserver's cohabiting event storage)."""
+        """Discovery, OpenAPI, the TokenRequest API (with a signing key and an issuer), the
+        review APIs, core/v1 ServiceAccounts, core/v1 events and (unless ``--runtime-config``
+        turns it off) events.k8s.io/v1 events, both views over one registry (kube-apiserver's
+        cohabiting event storage)."""
         config = self.config
         self.token_request = install_token_request(
             self.router, config, self.store, self.reactor, self.admission.admission
@@ -484,6 +490,21 @@ class Server:
         extra_groups = []
         if self.flow_control.apf is not None:
             extra_groups.append(ExtraGroup(*discovery_group()))
+        # authentication.k8s.io/v1 and authorization.k8s.io/v1: the review APIs.
+        stages = self.auth_stages
+        reviews = ReviewsAPI(
+            self.reactor,
+            lambda: stages.authorization.authorizer,
+            getattr(stages.authentication.authenticator, "tokens", None),
+            api_audiences(config),
+            self.admission.admission,
+        )
+        self.router.add_prefix(AUTHENTICATION_BASE, reviews.handle)
+        self.router.add_prefix(AUTHORIZATION_BASE, reviews.handle)
+        # Discovery lists groups by priority (k8s.io/kubernetes pkg/controlplane/apiserver/
+        # aggregator.go): authentication.k8s.io 17700, authorization.k8s.io 17600, then
+        # flowcontrol.apiserver.k8s.io 16100.
+        extra_groups[:0] = [ExtraGroup(*group) for group in review_groups()]
         install_discovery(
             self.router,
             groups_enabled={"events.k8s.io/v1": self.events_enabled},
@@ -491,6 +512,7 @@ class Server:
             token_request=self.token_request,
             core_events=True,
             extra_groups=extra_groups,
+            service_accounts=True,
         )
         install_authn_routes(self.router, config)
         install_openapi(
@@ -499,6 +521,9 @@ class Server:
             logs_enabled=bool(config.enable_logs_handler),
             git_version=config.version or _default_version(),
             core_events=True,
+            service_accounts=True,
+            token_request=self.token_request,
+            reviews=True,
         )
         ttl = max(int(config.event_ttl), 0)
         self.registry = Registry(
@@ -521,7 +546,29 @@ class Server:
             view=CORE_V1,
             admission=self.admission.admission,
         )
-        self._install_core_v1(self.core_events_api.handle)
+        # core/v1 serviceaccounts: the same REST implementation and registry machinery, keyed
+        # as kube-apiserver keys them (TokenRequest and the token authenticator read them).
+        self.service_accounts_registry = Registry(
+            self.store,
+            prefix=config.store_prefix,
+            resource="serviceaccounts",
+            group_resource=SERVICE_ACCOUNTS_GR,
+            storage_kind="ServiceAccount",
+            media_type=config.storage_media_type,
+            conversion=SERVICE_ACCOUNTS_STORAGE,
+            transformer=self._transformer(("", "serviceaccounts")),
+        )
+        self._forget_on_reload(self.service_accounts_registry)
+        self.service_accounts_api = EventsAPI(
+            self.service_accounts_registry,
+            self.reactor,
+            min_request_timeout=float(config.min_request_timeout),
+            delete_collection_workers=int(config.delete_collection_workers),
+            lifecycle=self.lifecycle,
+            view=SERVICE_ACCOUNTS,
+            admission=self.admission.admission,
+        )
+        self._install_core_v1(self.core_events_api.handle, self.service_accounts_api.handle)
         if not self.events_enabled:
             return
         self.events_api = EventsAPI(
@@ -593,24 +640,31 @@ class Server:
             "priority-and-fairness-config-producer", self.flowcontrol_config.wait_ensured
         )
 
-    def _install_core_v1(self, events: Handler) -> None:
-        """core/v1 events under ``/api/v1/``; TokenRequest, when served, keeps
-        ``/api/v1/namespaces/<ns>/serviceaccounts/...`` (its prefix is shared)."""
+    def _install_core_v1(self, events: Handler, service_accounts: Handler) -> None:
+        """core/v1 under ``/api/v1/``: events, serviceaccounts and, when served, TokenRequest
+        (``/api/v1/namespaces/<ns>/serviceaccounts/<name>/token``), which registered itself
+        on ``/api/v1/namespaces/`` first (the prefix is shared)."""
         router = self.router
-        router.add_prefix(CORE_V1.base, events)
         namespaces = CORE_V1.base + "namespaces/"
         token = router.prefix_handler(namespaces)
-        if token is None:
-            return
 
-        def namespaced(request: HTTPRequest, info: RequestInfo) -> Any:
-            # /api/v1/namespaces/<ns>/<resource>...: the resource is the fifth segment.
-            parts = info.path.split("/", 6)
-            if len(parts) > 5 and parts[5] == "serviceaccounts":
+        def core(request: HTTPRequest, info: RequestInfo) -> Any:
+            path = info.path
+            if "serviceaccounts" not in path:  # one substring test for every event request
+                return events(request, info)
+            # ['', 'api', 'v1', ('watch',) ('namespaces', <ns>,) <resource>, <name>, <sub>]
+            parts = path.split("/")
+            at = 4 if len(parts) > 3 and parts[3] == "watch" else 3
+            if len(parts) > at + 2 and parts[at] == "namespaces":
+                at += 2
+            if len(parts) <= at or parts[at] != "serviceaccounts":
+                return events(request, info)
+            if token is not None and at == 5 and len(parts) > 7:
                 return token(request, info)
-            return events(request, info)
+            return service_accounts(request, info)
 
-        router.add_prefix(namespaces, namespaced)
+        router.add_prefix(CORE_V1.base, core)
+        router.add_prefix(namespaces, core)
 
     def _object_count(self, resource: str) -> int | None:
         """The stored object count of ``resource`` for priority and fairness's list estimate."""

@@ -83,7 +83,9 @@ def prepare_document(document: dict[str, Any]) -> dict[str, Any]:
         "content": {"application/json": {"schema": {"$ref": STATUS_REF}}},
     }
     for time_type in ("Time", "MicroTime"):
-        doc["components"]["schemas"][META + time_type]["nullable"] = True
+        schema = doc["components"]["schemas"].get(META + time_type)
+        if schema is not None:  # the review documents have no MicroTime
+            schema["nullable"] = True
     for path, item in doc["paths"].items():
         dropped = {"consistentWatchCache"}
         if "/watch/" not in path:

@@ -365,6 +365,10 @@ def test_runtime_config_turns_events_off(start_daemon: Callable[..., Daemon]) ->
     assert error["reason"] == "NotFound"
     status, _, groups = call(d, "GET", "/apis")
     assert status == 200
-    # Only priority and fairness's read-only group is left.
-    assert [g["name"] for g in groups["groups"]] == ["flowcontrol.apiserver.k8s.io"]
+    # Only the review groups and priority and fairness's read-only group are left.
+    assert [g["name"] for g in groups["groups"]] == [
+        "authentication.k8s.io",
+        "authorization.k8s.io",
+        "flowcontrol.apiserver.k8s.io",
+    ]
     assert call(d, "GET", "/apis/events.k8s.io/v1")[0] == 404

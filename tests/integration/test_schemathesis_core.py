@@ -55,7 +55,7 @@ def served_document(core_daemon: Daemon) -> dict[str, Any]:
     return document
 
 
-OWN_DOCUMENT = api_v1_document(events=True)
+OWN_DOCUMENT = api_v1_document(events=True, service_accounts=True)
 CORE = (
     schemathesis.openapi.from_dict(prepare_document(OWN_DOCUMENT))
     .exclude(path_regex="/watch/")

@@ -1,7 +1,8 @@
 """The TokenRequest API with the real daemon and a real ``kubectl create token``.
 
-A ServiceAccount is written straight into the embedded store before the daemon starts (this
-server serves no ServiceAccount API). kubectl, with the admin client certificate, asks for
+A ServiceAccount is written straight into the embedded store (as JSON) before the daemon
+starts: TokenRequest reads any stored format (tests/integration/test_reviews.py creates them
+through the API). kubectl, with the admin client certificate, asks for
 tokens; the token then authenticates as ``system:serviceaccount:ci:builder`` (RBAC makes the
 identity visible in a 403), and its ``exp`` shows the cap of
 ``--service-account-max-token-expiration``.
@@ -190,10 +191,11 @@ def test_kubectl_create_token(launch: Callable[..., Daemon], tmp_path: Path) -> 
     done = kubectl(kubeconfig, "get", "--raw", "/api/v1/namespaces/ci/events")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["kind"] == "EventList"
-    # Discovery lists the subresource (after core/v1 events, sorted by name).
+    # Discovery lists the subresource (after core/v1 events and serviceaccounts, by name).
     done = kubectl(kubeconfig, "get", "--raw", "/api/v1")
     assert done.returncode == 0, done.stderr
     assert [r["name"] for r in json.loads(done.stdout)["resources"]] == [
         "events",
+        "serviceaccounts",
         "serviceaccounts/token",
     ]

@@ -33,7 +33,9 @@ ALLOWED: dict[str, set[str]] = {
     "healthz": {"http", "apimachinery"},
     "admission": {"apimachinery", "auth"},
     "audit": {"http", "apimachinery", "auth", "options", "tls"},
-    "auth": {"http", "apimachinery", "options", "storage", "tls", "discovery"},
+    # auth reads stored ServiceAccounts (and the Secrets, Pods, Nodes a token names) in any
+    # stored format: the registry's storage codec (registry.storagecodec.decode_any).
+    "auth": {"http", "apimachinery", "options", "storage", "tls", "discovery", "registry"},
     "discovery": {"http", "apimachinery"},
     # Priority and fairness / max-in-flight: a chain stage (http) that reads the resolved
     # request and the user (auth, for types only) and takes the UID source (apimachinery).

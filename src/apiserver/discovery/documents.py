@@ -45,6 +45,18 @@ EVENT_VERBS = sorted(
 #: Same value as core v1 events (pkg/controlplane/storageversionhashdata/data.go): the hash is
 #: of the storage version, and events.k8s.io/v1 events are stored as core v1 events.
 EVENTS_STORAGE_VERSION_HASH = "r2yiGXH7wu8="
+#: ``base64(sha256("/v1/ServiceAccount")[:8])``, as kube-apiserver's discovery computes it.
+SERVICE_ACCOUNTS_STORAGE_VERSION_HASH = "pbx9ZvyFpBE="
+SERVICE_ACCOUNT_VERBS = (
+    "create",
+    "delete",
+    "deletecollection",
+    "get",
+    "list",
+    "patch",
+    "update",
+    "watch",
+)
 
 AGGREGATED_GROUP = "apidiscovery.k8s.io"
 AGGREGATED_KIND = "APIGroupDiscoveryList"
@@ -79,7 +91,22 @@ TOKEN_REQUEST_RESOURCE: dict[str, Any] = {
 }
 
 
-def core_resource_list(token_request: bool = False, events: bool = False) -> dict[str, Any]:
+def service_accounts_api_resource() -> dict[str, Any]:
+    """core/v1 ``serviceaccounts`` in ``/api/v1`` (:mod:`apiserver.api.serviceaccounts`)."""
+    return {
+        "name": "serviceaccounts",
+        "singularName": "serviceaccount",
+        "namespaced": True,
+        "kind": "ServiceAccount",
+        "verbs": list(SERVICE_ACCOUNT_VERBS),
+        "shortNames": ["sa"],
+        "storageVersionHash": SERVICE_ACCOUNTS_STORAGE_VERSION_HASH,
+    }
+
+
+def core_resource_list(
+    token_request: bool = False, events: bool = False, service_accounts: bool = False
+) -> dict[str, Any]:
     """``GET /api/v1``: the core group version. It lists ``events`` when core/v1 events are
     served (the same entry and storage version hash as events.k8s.io/v1) and
     ``serviceaccounts/token`` when the TokenRequest API is served
@@ -88,6 +115,8 @@ def core_resource_list(token_request: bool = False, events: bool = False) -> dic
     The legacy group's resource list goes out without ``apiVersion``, like ``/api``.
     """
     resources = [events_api_resource()] if events else []
+    if service_accounts:
+        resources.append(service_accounts_api_resource())
     if token_request:
         resources.append(dict(TOKEN_REQUEST_RESOURCE))
     return {"kind": "APIResourceList", "groupVersion": "v1", "resources": resources}
@@ -242,7 +271,25 @@ def _token_request_discovery() -> dict[str, Any]:
     }
 
 
-def aggregated_api_items(token_request: bool = False, events: bool = False) -> list[dict[str, Any]]:
+def _service_accounts_discovery(token_request: bool) -> dict[str, Any]:
+    """``serviceaccounts`` in the aggregated ``/api``, with its ``token`` subresource when
+    TokenRequest is served."""
+    entry: dict[str, Any] = {
+        "resource": "serviceaccounts",
+        "responseKind": {"group": "", "version": "", "kind": "ServiceAccount"},
+        "scope": "Namespaced",
+        "singularResource": "serviceaccount",
+        "verbs": list(SERVICE_ACCOUNT_VERBS),
+        "shortNames": ["sa"],
+    }
+    if token_request:
+        entry["subresources"] = _token_request_discovery()["subresources"]
+    return entry
+
+
+def aggregated_api_items(
+    token_request: bool = False, events: bool = False, service_accounts: bool = False
+) -> list[dict[str, Any]]:
     """The ``items`` of the aggregated ``/api`` document: the core group, name "" (omitted).
 
     It has version v1 like ``GET /api`` says; its resources are those of ``/api/v1``
@@ -251,7 +298,9 @@ def aggregated_api_items(token_request: bool = False, events: bool = False) -> l
     """
     version: dict[str, Any] = {"version": "v1"}
     resources = [_events_resource_discovery()] if events else []
-    if token_request:
+    if service_accounts:
+        resources.append(_service_accounts_discovery(token_request))
+    elif token_request:
         resources.append(_token_request_discovery())
     if resources:
         version["resources"] = resources

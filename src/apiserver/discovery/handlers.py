@@ -229,6 +229,7 @@ def install_discovery(
     token_request: bool = False,
     core_events: bool = False,
     extra_groups: Sequence[docs.ExtraGroup] = (),
+    service_accounts: bool = False,
 ) -> None:
     """Register every discovery path on ``router``.
 
@@ -238,7 +239,8 @@ def install_discovery(
     lists no group and the aggregated ``/apis`` has no items. ``server_address`` gives the
     ``host:port`` advertised in ``/api`` (kube's ``--advertise-address`` and secure port).
     ``token_request`` says whether ``serviceaccounts/token`` is served: ``/api/v1`` and the
-    aggregated ``/api`` then list it; ``core_events`` likewise for core/v1 ``events``.
+    aggregated ``/api`` then list it; ``core_events`` likewise for core/v1 ``events`` and
+    ``service_accounts`` for core/v1 ``serviceaccounts``.
 
     Paths answered: ``/api`` and ``/api/v1`` (GET only, as go-restful routes), ``/apis`` (any
     method, as the aggregator's plain handler), ``/apis/events.k8s.io`` (any method),
@@ -247,9 +249,13 @@ def install_discovery(
     events = _events_enabled(groups_enabled)
 
     legacy_root = static_handler(lambda: docs.api_versions(server_address()))
-    api_aggregated = AggregatedDocument(docs.aggregated_api_items(token_request, core_events))
+    api_aggregated = AggregatedDocument(
+        docs.aggregated_api_items(token_request, core_events, service_accounts)
+    )
     _with_slash(router, "/api", get_only(aggregated_wrapper(legacy_root, api_aggregated)))
-    core = static_handler(lambda: docs.core_resource_list(token_request, core_events))
+    core = static_handler(
+        lambda: docs.core_resource_list(token_request, core_events, service_accounts)
+    )
     _with_slash(router, "/api/v1", get_only(core))
 
     apis_aggregated = AggregatedDocument(docs.aggregated_apis_items(events, extra_groups))

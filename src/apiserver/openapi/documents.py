@@ -333,7 +333,9 @@ def api_document() -> dict[str, Any]:
     return _document(paths, schemas)
 
 
-def api_v1_document(events: bool = False) -> dict[str, Any]:
+def api_v1_document(
+    events: bool = False, service_accounts: bool = False, token_request: bool = False
+) -> dict[str, Any]:
     """``/openapi/v3/api/v1``: the core group version: its discovery GET and, when core/v1
     events are served, their operations and schemas as kube publishes them (the Event part of
     kube's ``api__v1_openapi.json``, shipped under ``data/``)."""
@@ -351,7 +353,38 @@ def api_v1_document(events: bool = False) -> dict[str, Any]:
         core_events = copy.deepcopy(_reference("core-v1-events-openapi.json"))
         schemas.update(core_events["components"]["schemas"])
         paths.update(core_events["paths"])
+    if service_accounts:
+        # The ServiceAccount part of kube's ``api__v1_openapi.json`` (with the TokenRequest
+        # subresource when it is served); schemas shared with events are kept as they are.
+        reference = copy.deepcopy(_reference("core-v1-serviceaccounts-openapi.json"))
+        for path, item in reference["paths"].items():
+            if "serviceaccounts" in path and (token_request or not path.endswith("/token")):
+                paths[path] = item
+        for name, schema in reference["components"]["schemas"].items():
+            schemas.setdefault(name, schema)
     return _document(dict(sorted(paths.items())), dict(sorted(schemas.items())))
+
+
+def review_documents() -> dict[str, dict[str, Any]]:
+    """``/openapi/v3/apis/authentication.k8s.io/v1`` and ``.../authorization.k8s.io/v1``: the
+    official documents as kube publishes them (:mod:`apiserver.api.reviews`)."""
+    documents: dict[str, dict[str, Any]] = {}
+    for group in ("authentication.k8s.io", "authorization.k8s.io"):
+        short = group.split(".")[0]
+        documents[f"apis/{group}"] = _group_document(group, short)
+        documents[f"apis/{group}/v1"] = copy.deepcopy(_reference(f"{short}-v1-openapi.json"))
+    return documents
+
+
+def _group_document(group: str, short: str) -> dict[str, Any]:
+    """``/openapi/v3/apis/<group>``: the group's discovery GET, shaped as kube's builder
+    writes every group's (the events.k8s.io one with the group's names)."""
+    document = _events_group_reference()
+    operation = document["paths"].pop("/apis/events.k8s.io/")
+    operation["get"]["operationId"] = f"get{short.capitalize()}APIGroup"
+    operation["get"]["tags"] = [short]
+    document["paths"] = {f"/apis/{group}/": operation}
+    return document
 
 
 def apis_document() -> dict[str, Any]:
@@ -413,12 +446,18 @@ def logs_document() -> dict[str, Any]:
 
 
 def v3_documents(
-    *, events_enabled: bool, logs_enabled: bool = False, core_events: bool = False
+    *,
+    events_enabled: bool,
+    logs_enabled: bool = False,
+    core_events: bool = False,
+    service_accounts: bool = False,
+    token_request: bool = False,
+    reviews: bool = False,
 ) -> dict[str, dict[str, Any]]:
     """Every v3 document by its ``/openapi/v3`` key (the path without its leading slash)."""
     documents = {
         "api": api_document(),
-        "api/v1": api_v1_document(core_events),
+        "api/v1": api_v1_document(core_events, service_accounts, token_request),
         "apis": apis_document(),
         "version": version_document(),
     }
@@ -427,6 +466,8 @@ def v3_documents(
         documents["apis/events.k8s.io/v1"] = events_v1_document()
     if logs_enabled:
         documents["logs"] = logs_document()
+    if reviews:
+        documents.update(review_documents())
     return dict(sorted(documents.items()))
 
 

@@ -409,10 +409,18 @@ class OpenAPIService:
         git_version: str = DEFAULT_GIT_VERSION,
         clock: Callable[[], float] = time.time,
         core_events: bool = False,
+        service_accounts: bool = False,
+        token_request: bool = False,
+        reviews: bool = False,
     ) -> OpenAPIService:
         now = clock()
         documents = openapi_docs.v3_documents(
-            events_enabled=events_enabled, logs_enabled=logs_enabled, core_events=core_events
+            events_enabled=events_enabled,
+            logs_enabled=logs_enabled,
+            core_events=core_events,
+            service_accounts=service_accounts,
+            token_request=token_request,
+            reviews=reviews,
         )
         groups = {key: ServedDocument.of(doc, now) for key, doc in documents.items()}
         paths = {
@@ -497,11 +505,17 @@ def install_openapi(
     git_version: str = DEFAULT_GIT_VERSION,
     clock: Callable[[], float] = time.time,
     core_events: bool = False,
+    service_accounts: bool = False,
+    token_request: bool = False,
+    reviews: bool = False,
 ) -> OpenAPIService:
     """Register ``/openapi/v3``, the ``/openapi/v3/`` prefix and ``/openapi/v2``.
 
     ``events_enabled`` adds the events.k8s.io documents (and their paths to v2);
     ``core_events`` the core/v1 Event operations to ``api/v1`` (and to v2);
+    ``service_accounts`` the ServiceAccount ones (with ``token_request``, the TokenRequest
+    subresource); ``reviews`` the ``authentication.k8s.io/v1`` and ``authorization.k8s.io/v1``
+    documents;
     ``logs_enabled`` (``--enable-logs-handler``) adds ``logs``; ``git_version`` becomes the v2
     ``info.version``; ``clock`` dates ``Last-Modified`` (the build time) and ``Expires``.
     Every method is answered, as kube-openapi's handlers do not look at it.
@@ -512,6 +526,9 @@ def install_openapi(
         git_version=git_version,
         clock=clock,
         core_events=core_events,
+        service_accounts=service_accounts,
+        token_request=token_request,
+        reviews=reviews,
     )
     router.add("/openapi/v3", service.handle_discovery)
     router.add_prefix(V3_PREFIX, service.handle_group_version)

@@ -44,6 +44,7 @@ from google.protobuf.message import DecodeError, Message
 
 from apiserver.protobuf.generated import (
     authentication_pb2,
+    authorization_pb2,
     core_pb2,
     events_pb2,
     meta_pb2,
@@ -57,6 +58,7 @@ _META = "k8s.io.apimachinery.pkg.apis.meta.v1."
 _CORE = "k8s.io.api.core.v1."
 _EVENTS = "k8s.io.api.events.v1."
 _AUTHN = "k8s.io.api.authentication.v1."
+_AUTHZ = "k8s.io.api.authorization.v1."
 
 #: Go pointer fields (``*T``, omitted when nil), by message; every other field is always written.
 POINTERS: dict[str, frozenset[str]] = {
@@ -78,6 +80,12 @@ POINTERS: dict[str, frozenset[str]] = {
     _CORE + "Event": frozenset({"series", "related"}),
     _EVENTS + "Event": frozenset({"series", "related"}),
     _AUTHN + "TokenRequestSpec": frozenset({"expirationSeconds", "boundObjectRef"}),
+    _AUTHZ + "ResourceAttributes": frozenset({"fieldSelector", "labelSelector"}),
+    _AUTHZ + "SubjectAccessReviewSpec": frozenset({"resourceAttributes", "nonResourceAttributes"}),
+    _AUTHZ + "SelfSubjectAccessReviewSpec": frozenset(
+        {"resourceAttributes", "nonResourceAttributes"}
+    ),
+    _CORE + "ServiceAccount": frozenset({"automountServiceAccountToken"}),
 }
 
 #: Fields read back as ``{}`` when empty: the internal Event's always-present structs.
@@ -138,6 +146,7 @@ Filler = Callable[[Any, Mapping[str, Any]], None]
 Reader = Callable[[Any], dict[str, Any]]
 
 _SCALAR, _TIME_KIND, _MESSAGE, _REPEATED_MESSAGE, _REPEATED_SCALAR, _MAP, _FIELDS = range(7)
+_MAP_LIST = 7
 
 
 #: A message descriptor (the upb backend's type differs from the pure-Python stub's).
@@ -146,7 +155,9 @@ Descriptor = Any
 
 def _kind(field: FieldDescriptor) -> int:
     if field.message_type is not None and field.message_type.GetOptions().map_entry:
-        return _MAP
+        # map<string, ExtraValue>: user extras, each value a wrapped list of strings.
+        value = field.message_type.fields_by_name["value"]
+        return _MAP_LIST if value.message_type is not None else _MAP
     if field.is_repeated:
         return _REPEATED_MESSAGE if field.message_type is not None else _REPEATED_SCALAR
     if field.message_type is None:
@@ -277,6 +288,14 @@ class _Filler:
                 lines += ["    if item:", f"        {attr}.extend(item)"]
             elif kind == _MAP:
                 lines += ["    if item:", f"        {attr}.update(item)"]
+            elif kind == _MAP_LIST:
+                # map<string, ExtraValue>: each value a wrapped list of strings.
+                lines += [
+                    "    if item:",
+                    f"        container = {attr}",
+                    "        for key, values in item.items():",
+                    "            container[key].items.extend(values or ())",
+                ]
             else:  # FieldsV1 (a pointer): its JSON text
                 lines += ["    if item is not None:", f"        {attr}.Raw = dumps(item)"]
         self.fields: Filler = _compile("\n".join(lines) + "\n", "fields", scope)
@@ -378,6 +397,13 @@ def _build_reader(descriptor: Any) -> Reader:
                 f"    container = {attr}",
                 "    if container:",
                 f"        out[{name!r}] = {{key: container[key] for key in sorted(container)}}",
+            ]
+        elif kind == _MAP_LIST:
+            lines += [
+                f"    container = {attr}",
+                "    if container:",
+                f"        out[{name!r}] = {{key: list(container[key].items) "
+                "for key in sorted(container)}",
             ]
         else:  # FieldsV1
             lines += [
@@ -500,6 +526,20 @@ MESSAGES: dict[tuple[str, str], type[Message]] = {
     ("meta.k8s.io/v1beta1", "PartialObjectMetadata"): meta_pb2.PartialObjectMetadata,
     ("meta.k8s.io/v1beta1", "PartialObjectMetadataList"): meta_pb2.PartialObjectMetadataList,
     ("authentication.k8s.io/v1", "TokenRequest"): authentication_pb2.TokenRequest,
+    ("authentication.k8s.io/v1", "TokenReview"): authentication_pb2.TokenReview,
+    ("authentication.k8s.io/v1", "SelfSubjectReview"): authentication_pb2.SelfSubjectReview,
+    ("authorization.k8s.io/v1", "SubjectAccessReview"): authorization_pb2.SubjectAccessReview,
+    ("authorization.k8s.io/v1", "LocalSubjectAccessReview"): (
+        authorization_pb2.LocalSubjectAccessReview
+    ),
+    ("authorization.k8s.io/v1", "SelfSubjectAccessReview"): (
+        authorization_pb2.SelfSubjectAccessReview
+    ),
+    ("authorization.k8s.io/v1", "SelfSubjectRulesReview"): (
+        authorization_pb2.SelfSubjectRulesReview
+    ),
+    ("v1", "ServiceAccount"): core_pb2.ServiceAccount,
+    ("v1", "ServiceAccountList"): core_pb2.ServiceAccountList,
 }
 
 

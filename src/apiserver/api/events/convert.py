@@ -776,3 +776,17 @@ def empty_v1_event(metadata: Mapping[str, Any] | None = None) -> dict[str, Any]:
 def empty_core_event(metadata: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The same for core v1."""
     return internal_to_core_v1(empty_internal(metadata))
+
+
+# --- building blocks for the other core/v1 resources (api/serviceaccounts) ----------------------
+#: Go types for :func:`decode_struct` and :func:`struct_encoder`: a string, a bool, a pointer,
+#: a slice, a struct field, a struct, and ObjectMeta / ObjectReference.
+StringType, BoolType, PointerType, ListType = _Str, _Bool, _Ptr, _List
+FieldType, StructType = _F, _Struct
+STRING_TYPE = _STR
+OBJECT_META_TYPE = OBJECT_META
+OBJECT_REFERENCE_TYPE = OBJECT_REFERENCE
+#: A parsed JSON object decoded as the struct (Go's errors, unknown fields dropped).
+decode_struct = _decode
+#: Go's ``encoding/json`` of a struct from a dict (see :func:`_struct_encoder`).
+struct_encoder = _struct_encoder

@@ -34,12 +34,14 @@ class EncodedEvents:
         *,
         api_version: str = convert.V1_API_VERSION,
         to_item: Callable[[dict[str, Any]], dict[str, Any]] = _v1_item,
+        kind: str = "Event",
     ) -> None:
         self._size = size
         self._items: dict[tuple[str, str, str], bytes] = {}
         self._to_item = to_item
-        self._type_meta = b'{"kind":"Event","apiVersion":"' + api_version.encode() + b'",'
-        self._list_head = b'{"kind":"EventList","apiVersion":"' + api_version.encode() + b'",'
+        head = b'{"kind":"' + kind.encode()
+        self._type_meta = head + b'","apiVersion":"' + api_version.encode() + b'",'
+        self._list_head = head + b'List","apiVersion":"' + api_version.encode() + b'",'
 
     def item(self, internal: dict[str, Any]) -> bytes:
         """The object as a list item: no kind/apiVersion."""

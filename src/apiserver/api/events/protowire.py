@@ -58,17 +58,22 @@ class EventsProtobuf:
     item)."""
 
     def __init__(
-        self, api_version: str, to_wire: Callable[..., Obj], size: int = CACHE_SIZE
+        self,
+        api_version: str,
+        to_wire: Callable[..., Obj],
+        size: int = CACHE_SIZE,
+        kind: str = "Event",
     ) -> None:
         self.api_version = api_version
         self.to_wire = to_wire
-        message = codec.message_for(api_version, "Event")
+        self.kind = kind
+        message = codec.message_for(api_version, kind)
         assert message is not None
         self.message = message
         self._size = size
         self._items: dict[tuple[str, str, str], bytes] = {}
-        self._head = codec.envelope_head(api_version, "Event")
-        self._list_head = codec.envelope_head(api_version, "EventList")
+        self._head = codec.envelope_head(api_version, kind)
+        self._list_head = codec.envelope_head(api_version, kind + "List")
         #: Whole list bodies by (revision, request URI), as for JSON.
         self.list_bodies = ListBodies()
 
@@ -81,7 +86,7 @@ class EventsProtobuf:
             api_version, kind, message = codec.unwrap(raw)
         except codec.ProtoError as error:
             raise errors.bad_request(
-                f"the object provided is unrecognized (must be of type Event): {error} "
+                f"the object provided is unrecognized (must be of type {self.kind}): {error} "
                 f"({_summarize(raw)})"
             ) from None
         if api_version and api_version != self.api_version:
@@ -94,7 +99,7 @@ class EventsProtobuf:
         except codec.ProtoError as error:
             version = self.api_version.rsplit("/", 1)[-1]
             raise errors.bad_request(
-                f'Event in version "{version}" cannot be handled as a Event: {error}'
+                f'{self.kind} in version "{version}" cannot be handled as a {self.kind}: {error}'
             ) from None
         head: Obj = {}
         if kind:

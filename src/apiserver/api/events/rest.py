@@ -112,8 +112,8 @@ class Target:
         return self.name is not None
 
 
-def parse_target(path: str, base: str = BASE) -> Target | None:
-    """``namespaces/{ns}/events[/{name}]``, ``events``, and the ``watch/`` forms under
+def parse_target(path: str, base: str = BASE, resource: str = "events") -> Target | None:
+    """``namespaces/{ns}/<resource>[/{name}]``, ``<resource>``, and the ``watch/`` forms under
     ``base``."""
     if not path.startswith(base):
         return None
@@ -122,9 +122,9 @@ def parse_target(path: str, base: str = BASE) -> Target | None:
     if parts and parts[0] == "watch":
         watch_path = True
         parts = parts[1:]
-    if parts == ["events"]:
+    if len(parts) == 1 and parts[0] == resource:
         return Target(None, None, watch_path)
-    if len(parts) in (3, 4) and parts[0] == "namespaces" and parts[2] == "events" and parts[1]:
+    if len(parts) in (3, 4) and parts[0] == "namespaces" and parts[2] == resource and parts[1]:
         if len(parts) == 4:
             if not parts[3]:
                 return None
@@ -152,6 +152,20 @@ class EventsAPI:
     ) -> None:
         self.view = view
         self._base = view.base
+        self._resource = view.resource
+        self._kind = view.kind
+        self._list_kind = view.kind + "List"
+        api = view.api_version
+        self._validate_create_rules = view.validate_create or (
+            lambda obj: validation.validate_create(obj, api=api)
+        )
+        self._validate_update_rules = view.validate_update or (
+            lambda new, old: validation.validate_update(new, old, api=api)
+        )
+        field_label = view.field_label or (
+            lambda label, value: selection.convert_field_label(api, label, value)
+        )
+        self._field_label = field_label
         #: Managed fields of the other served version, compared in their own field names.
         self._other_versions = other_versions(view)
         self.gr = view.group_resource
@@ -168,11 +182,11 @@ class EventsAPI:
         self.rng = rng or random.Random()
         self.list_cached = list_cached
         self.encoded = EncodedEvents(
-            api_version=view.api_version, to_item=lambda o: view.to_wire(o, False)
+            api_version=view.api_version, to_item=lambda o: view.to_wire(o, False), kind=view.kind
         )
         self.list_bodies = ListBodies()
         #: application/vnd.kubernetes.protobuf bodies and answers (api/events/protowire.py).
-        self.protobuf = EventsProtobuf(view.api_version, view.to_wire)
+        self.protobuf = EventsProtobuf(view.api_version, view.to_wire, kind=view.kind)
         self._outputs: dict[tuple[str | None, bool, bool], Any] = {}
         self.create_fields = CreateManagedFields(view.api_version, view.schema, view.to_wire)
         #: Watch output leaves in one write per stream and reactor turn (http/coalesce.py).
@@ -181,7 +195,7 @@ class EventsAPI:
     # --- dispatch ------------------------------------------------------------------------
 
     def handle(self, request: HTTPRequest, info: RequestInfo) -> Response | Deferred[Any] | object:
-        target = parse_target(info.path, self._base)
+        target = parse_target(info.path, self._base, self._resource)
         if target is None:
             return self._error(request, errors.ROUTE_NOT_FOUND)
         method = info.method
@@ -315,6 +329,8 @@ class EventsAPI:
                 negotiation.include_object(info.query),
                 self.clock.seconds(),
                 self.to_wire,
+                self.view.table_row,
+                self.view.columns,
             )
         elif out.kind == "partial":
             body = partial_object(internal, out.version)
@@ -330,7 +346,7 @@ class EventsAPI:
         if fmt == "protobuf":
             # Strict field validation has nothing to check in protobuf.
             return self.protobuf.decode_body(raw), [], raw
-        obj = decode_document(raw, fmt)
+        obj = decode_document(raw, fmt, self._kind)
         warnings = self._strict(raw, fmt, field_validation, obj)
         return obj, warnings, raw
 
@@ -342,8 +358,8 @@ class EventsAPI:
             return []
         if field_validation == "Strict":
             raise errors.bad_request(
-                f'{KIND} in version "{VERSION}" cannot be handled as a {KIND}: '
-                f"strict decoding error: {', '.join(problems)}"
+                f'{self._kind} in version "{self.view.version}" cannot be handled as a '
+                f"{self._kind}: strict decoding error: {', '.join(problems)}"
             )
         return problems
 
@@ -356,9 +372,10 @@ class EventsAPI:
                 f"version ({expected})"
             )
         kind = obj.get("kind")
-        if kind and kind != KIND:
+        if kind and kind != self._kind:
             raise errors.bad_request(
-                f'{KIND} in version "{VERSION}" cannot be handled as a {KIND}: '
+                f'{self._kind} in version "{self.view.version}" cannot be handled as a '
+                f"{self._kind}: "
                 f'no kind "{kind}" is registered for version "{expected}" in scheme '
                 '"pkg/api/legacyscheme/scheme.go:30"'
             )
@@ -368,7 +385,8 @@ class EventsAPI:
             return self.view.to_internal(obj)
         except convert.DecodeError as error:
             raise errors.bad_request(
-                f'{KIND} in version "{VERSION}" cannot be handled as a {KIND}: {error}'
+                f'{self._kind} in version "{self.view.version}" cannot be handled as a '
+                f"{self._kind}: {error}"
             ) from None
 
     def _manager(self, request: HTTPRequest, opts: Any) -> str:
@@ -424,8 +442,8 @@ class EventsAPI:
             operation,
             self.view.group,
             self.view.version,
-            "events",
-            KIND,
+            self._resource,
+            self._kind,
             namespace,
             (metadata(named).get("name") or "") if named is not None else "",
             obj,
@@ -505,9 +523,9 @@ class EventsAPI:
         _canonical_meta(internal)
 
     def _validate_create(self, internal: Obj) -> None:
-        errs = validation.validate_create(internal, api=self.view.api_version)
+        errs = self._validate_create_rules(internal)
         if errs:
-            raise errors.invalid_error(KIND, metadata(internal).get("name", "") or "", errs)
+            raise errors.invalid_error(self._kind, metadata(internal).get("name", "") or "", errs)
 
     def _track_update(self, old: Obj | None, new: Obj, manager: str) -> None:
         """managedFields for an ``Update`` operation by ``manager`` (v1 field paths)."""
@@ -621,9 +639,9 @@ class EventsAPI:
         if "managedFields" not in meta and "managedFields" in cur_meta:
             meta["managedFields"] = cur_meta["managedFields"]
         meta["resourceVersion"] = cur_meta.get("resourceVersion", "")
-        errs = validation.validate_update(new, current, api=self.view.api_version)
+        errs = self._validate_update_rules(new, current)
         if errs:
-            raise errors.invalid_error(KIND, name, errs)
+            raise errors.invalid_error(self._kind, name, errs)
         if manager is not None:
             self._track_update(current, new, manager)
         _canonical_meta(new)
@@ -648,6 +666,7 @@ class EventsAPI:
             api_version=self.view.api_version,
             validation=opts.effective_field_validation,
             schema=self.view.schema,
+            kind=self._kind,
             views=self._other_versions,
         )
         admission = self.admission
@@ -742,7 +761,7 @@ class EventsAPI:
         details: dict[str, Any] = {"name": meta.get("name", "")}
         if self.view.group:
             details["group"] = self.view.group
-        details["kind"] = "events"
+        details["kind"] = self._resource
         details["uid"] = meta.get("uid", "")
         return details
 
@@ -771,7 +790,7 @@ class EventsAPI:
         The plain removal reads the object once; only an object with finalizers is read
         again, by the marking's compare-and-swap (which writes nothing when it is already
         marked, as a second DELETE finds it)."""
-        check = _preconditions(opts)
+        check = _preconditions(opts, self._kind)
         dry_run = bool(opts.dry_run)
         validate = self._delete_validation(info, namespace, dry_run)
         try:
@@ -870,7 +889,7 @@ class EventsAPI:
         # marked for their finalizers), in list order; here without those already gone.
         deleted = [obj for obj in page.items if id(obj) in found]
         body = {
-            "kind": "EventList",
+            "kind": self._list_kind,
             "apiVersion": self.view.api_version,
             "metadata": {"resourceVersion": str(page.revision)},
             "items": [self.to_wire(o, False) for o in deleted],
@@ -882,14 +901,17 @@ class EventsAPI:
 
     def _filter(self, opts: Any, namespace: str | None) -> Callable[[Obj], bool] | None:
         labels = _parse_labels(opts.label_selector)
-        fields = _parse_fields(opts.field_selector, self.view.api_version)
+        fields = (
+            None if opts.field_selector.empty else opts.field_selector.transform(self._field_label)
+        )
         if labels is None and fields is None:
             return None
+        labels_of, fields_of = self.view.labels_of, self.view.fields_of
 
         def keep(obj: Obj) -> bool:
-            if labels is not None and not labels.matches(selection.event_labels(obj)):
+            if labels is not None and not labels.matches(labels_of(obj)):
                 return False
-            return fields is None or fields.matches(selection.event_fields(obj))
+            return fields is None or fields.matches(fields_of(obj))
 
         return keep
 
@@ -1034,6 +1056,8 @@ class EventsAPI:
                 negotiation.include_object(info.query),
                 self.clock.seconds(),
                 self.to_wire,
+                self.view.table_row,
+                self.view.columns,
             )
         elif out.kind == "partial":
             body = {
@@ -1044,7 +1068,7 @@ class EventsAPI:
             }
         else:
             body = {
-                "kind": "EventList",
+                "kind": self._list_kind,
                 "apiVersion": self.view.api_version,
                 "metadata": list_meta,
                 "items": [self.to_wire(o, False) for o in items],
@@ -1088,6 +1112,7 @@ class EventsAPI:
             encoded=self.encoded,
             coalescer=self.coalescer,
             protobuf=self.protobuf,
+            table=(self.view.table_row, self.view.columns),
         )
         await stream.start()
         return STREAMING
@@ -1096,7 +1121,7 @@ class EventsAPI:
 # --- module helpers ------------------------------------------------------------------------
 
 
-def decode_document(raw: bytes, fmt: str) -> Obj:
+def decode_document(raw: bytes, fmt: str, kind: str = KIND) -> Obj:
     """A request body as a dict; syntax errors are 400 as the reference words them."""
     if fmt == "yaml":
         try:
@@ -1116,8 +1141,8 @@ def decode_document(raw: bytes, fmt: str) -> Obj:
         )
     if not isinstance(value, dict):
         raise errors.bad_request(
-            f'{KIND} in version "{VERSION}" cannot be handled as a {KIND}: json: cannot '
-            f"unmarshal {type(value).__name__} into Go value of type v1.Event"
+            f'{kind} in version "{VERSION}" cannot be handled as a {kind}: json: cannot '
+            f"unmarshal {type(value).__name__} into Go value of type v1.{kind}"
         )
     return value
 
@@ -1152,22 +1177,12 @@ def _parse_labels(selector: LabelSelector) -> LabelSelector | None:
     return None if selector.empty else selector
 
 
-def _parse_fields(selector: FieldSelector, api_version: str = API_VERSION) -> FieldSelector | None:
-    """The selector in internal field labels (400 for labels ``api_version`` does not
-    support)."""
-    if selector.empty:
-        return None
-    return selector.transform(
-        lambda label, value: selection.convert_field_label(api_version, label, value)
-    )
-
-
 def _namespace_from_fields(selector: FieldSelector) -> str | None:
     """A ``metadata.namespace=x`` term narrows a cluster-wide list or watch to ``x``."""
     return selector.requires_exact_match("metadata.namespace")
 
 
-def _preconditions(opts: Any) -> Callable[[Obj], None]:
+def _preconditions(opts: Any, kind: str = KIND) -> Callable[[Obj], None]:
     uid = opts.preconditions_uid
     rv = opts.preconditions_resource_version
 
@@ -1176,14 +1191,14 @@ def _preconditions(opts: Any) -> Callable[[Obj], None]:
         name = meta.get("name", "")
         if uid and uid != meta.get("uid"):
             raise errors.conflict(
-                errors.GroupResource("", KIND),
+                errors.GroupResource("", kind),
                 name,
                 f"the UID in the precondition ({uid}) does not match the UID in record "
                 f"({meta.get('uid', '')}). The object might have been deleted and then recreated",
             )
         if rv and rv != meta.get("resourceVersion"):
             raise errors.conflict(
-                errors.GroupResource("", KIND),
+                errors.GroupResource("", kind),
                 name,
                 f"the ResourceVersion in the precondition ({rv}) does not match the "
                 f"ResourceVersion in record ({meta.get('resourceVersion', '')}). The object "

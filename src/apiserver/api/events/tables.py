@@ -32,10 +32,15 @@ def table_for(
     include_object: str,
     now: float,
     to_v1: Callable[..., Obj],
+    row_of: Callable[[Obj, float], list[Any]] = event_row,
+    columns: Sequence[dict[str, Any]] = COLUMN_DEFINITIONS,
 ) -> dict[str, Any]:
+    """The Table of ``items``: ``row_of`` gives the cells of one (the resource's printer,
+    ``k8s.io/kubernetes pkg/printers/internalversion/printers.go``), ``columns`` their
+    definitions."""
     rows = []
     for item in items:
-        row: dict[str, Any] = {"cells": event_row(item, now)}
+        row: dict[str, Any] = {"cells": row_of(item, now)}
         if include_object == "Object":
             row["object"] = to_v1(item)
         elif include_object != "None":
@@ -45,6 +50,6 @@ def table_for(
         "kind": "Table",
         "apiVersion": f"meta.k8s.io/{version or 'v1'}",
         "metadata": list_meta,
-        "columnDefinitions": COLUMN_DEFINITIONS,
+        "columnDefinitions": list(columns),
         "rows": rows,
     }

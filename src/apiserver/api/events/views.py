@@ -19,7 +19,7 @@ from typing import Any
 
 import attrs
 
-from apiserver.api.events import convert
+from apiserver.api.events import convert, printer, selection
 from apiserver.api.events.schema import EVENT_CORE_V1, EVENT_V1
 from apiserver.apimachinery import errors
 from apiserver.apimachinery.managedfields import VersionViews
@@ -42,6 +42,26 @@ class EventView:
     #: this version's JSON -> internal; raises :class:`convert.DecodeError`.
     to_internal: Callable[[Mapping[str, Any]], Obj]
     kind: str = "Event"
+    # What another namespaced resource served by the same REST implementation changes (see
+    # "How to add a resource" in docs/architecture.md); the defaults are the events'.
+    #: The resource's plural name (paths, admission, Status details).
+    resource: str = "events"
+    #: Validation of a create / an update (a list of field errors); None: the events' rules
+    #: for this version (``validation.validate_create`` / ``validate_update``).
+    validate_create: Callable[[Obj], list[errors.FieldError]] | None = None
+    validate_update: Callable[[Obj, Obj], list[errors.FieldError]] | None = None
+    #: What label and field selectors match, and the field labels this version accepts
+    #: (``(label, value) -> (internal label, value)``; None: the events' of this version).
+    labels_of: Callable[[Obj], Mapping[str, str]] = selection.event_labels
+    fields_of: Callable[[Obj], Mapping[str, str]] = selection.event_fields
+    field_label: Callable[[str, str], tuple[str, str]] | None = None
+    #: The Table columns kubectl prints: the cells of one object at a time, and their
+    #: definitions.
+    table_row: Callable[[Obj, float], list[Any]] = printer.event_row
+    columns: tuple[dict[str, Any], ...] = tuple(printer.COLUMN_DEFINITIONS)
+    #: The other served versions of the same stored objects (managed fields); None: the
+    #: events' (:func:`other_versions`).
+    versions: VersionViews | None = None
 
     @property
     def api_version(self) -> str:
@@ -49,7 +69,7 @@ class EventView:
 
     @property
     def group_resource(self) -> errors.GroupResource:
-        return errors.GroupResource(self.group, "events")
+        return errors.GroupResource(self.group, self.resource)
 
 
 def _to_v1(internal: Obj, type_meta: bool = True) -> Obj:
@@ -101,6 +121,8 @@ _OTHER_VERSIONS: dict[str, VersionViews] = {
 def other_versions(view: EventView) -> VersionViews:
     """:data:`_OTHER_VERSIONS` of ``view`` (managed fields of any other version are dropped,
     as kube drops managers of versions it does not serve)."""
+    if view.versions is not None:
+        return view.versions
     return _OTHER_VERSIONS[view.api_version]
 
 

@@ -88,6 +88,7 @@ class WatchStream:
         coalescer: WriteCoalescer,
         lifecycle: Any = None,
         protobuf: EventsProtobuf | None = None,
+        table: tuple[Callable[[Obj, float], list[Any]], tuple[dict[str, Any], ...]] | None = None,
     ) -> None:
         self.request = request
         self.registry = registry
@@ -106,6 +107,8 @@ class WatchStream:
         self._plain_json = out.kind == "json"
         #: Protobuf frames (length-prefixed WatchEvents) instead of JSON lines.
         self.protobuf = protobuf if out.media_type.startswith(PROTOBUF) else None
+        #: The resource's Table cells and column definitions (None: the events').
+        self.table = table
         self.watch: PausableWatch | None = None
         self.timer: IDelayedCall | None = None
         self.ended = False
@@ -199,6 +202,7 @@ class WatchStream:
                 self.include_object,
                 self.clock.seconds(),
                 self.to_v1,
+                *(self.table or ()),
             )
             if self._columns_sent:
                 table["columnDefinitions"] = None

@@ -3,7 +3,7 @@
 kube-apiserver serves the ``serviceaccounts/token`` subresource only when it has a token
 generator, that is ``--service-account-signing-key-file`` together with a first
 ``--service-account-issuer`` (``pkg/registry/core/rest/storage_core.go``; kube-apiserver refuses
-to start without them, this server, which serves only events otherwise, starts and simply does
+to start without them, this server starts and simply does
 not serve the path). Unserved, the path is the router's 404 Status (``the server could not find
 the requested resource``), what kube answers for any path it has no route for.
 

@@ -33,7 +33,6 @@ backend yet, so it is logged at debug level.
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Callable, Coroutine, Iterable, Sequence
 from typing import Any
@@ -58,6 +57,7 @@ from apiserver.options.validate import (
 )
 from apiserver.protobuf import codec as pbcodec
 from apiserver.registry import codec
+from apiserver.registry.storagecodec import StorageCodecError, decode_any
 from apiserver.storage.interface import KeyNotFoundError, StorageError
 
 log = Logger()
@@ -165,8 +165,9 @@ class TokenREST:
         except StorageError as error:
             raise errors.internal_error(str(error)) from None
         try:
-            obj = json.loads(kv.value)
-        except ValueError:
+            # Any stored format (--storage-media-type): JSON, YAML or the protobuf envelope.
+            obj: Any = decode_any(kv.value)
+        except (StorageCodecError, ValueError):
             obj = None
         if not isinstance(obj, dict):
             raise errors.internal_error(f"cannot decode {resource} {errors.go_quote(name)}")
@@ -346,18 +347,21 @@ class TokenRequestAPI:
     def handle(self, request: HTTPRequest, info: RequestInfo) -> Response | Deferred[Any]:
         target = parse_path(info.path)
         if target is None:
-            return errors.StatusError(
-                404, "NotFound", "the server could not find the requested resource", {}
-            ).response()
+            return negotiation.error_response(
+                errors.ROUTE_NOT_FOUND, header_value(request, b"accept")
+            )
         if info.method != "POST":
-            return errors.method_not_supported().response()
-        return self._run(self.create(request, info, *target))
+            return negotiation.error_response(
+                errors.method_not_supported(), header_value(request, b"accept")
+            )
+        return self._run(request, self.create(request, info, *target))
 
     @staticmethod
-    def _run(coro: Coroutine[Any, Any, Response]) -> Deferred[Any]:
+    def _run(request: HTTPRequest, coro: Coroutine[Any, Any, Response]) -> Deferred[Any]:
         def to_status(failure: Any) -> Any:
             if failure.check(errors.StatusError):
-                return failure.value.response()
+                # ErrorNegotiated: protobuf when Accept picks it (kubectl create token).
+                return negotiation.error_response(failure.value, header_value(request, b"accept"))
             return failure
 
         return Deferred.fromCoroutine(coro).addErrback(to_status)

@@ -395,13 +395,16 @@ def build_authenticator(
     if client_ca is not None:
         request_authenticators.append(X509Authenticator(client_ca, audiences))
     tokens = _token_authenticators(config, reactor, store, file_config, data, parts)
+    cached: TokenCache | None = None
     if tokens:
         cached = TokenCache(
             TokenUnion(tokens), clock, TOKEN_SUCCESS_TTL, TOKEN_FAILURE_TTL, cache_errors=True
         )
         request_authenticators.append(BearerTokenAuthenticator(cached, audiences))
         request_authenticators.append(WebSocketProtocolAuthenticator(cached, audiences))
-    authenticator = TopLevelAuthenticator(RequestUnion(request_authenticators), anonymous_paths)
+    authenticator = TopLevelAuthenticator(
+        RequestUnion(request_authenticators), anonymous_paths, tokens=cached
+    )
     return authenticator, anonymous_allowed
 
 

@@ -79,6 +79,7 @@ from apiserver.auth.authn.common import (
 from apiserver.auth.interface import AuthenticationError, AuthResult, UserInfo
 from apiserver.gocompat.marshal import go_marshal
 from apiserver.gocompat.quote import go_quote
+from apiserver.registry.storagecodec import StorageCodecError, decode_any
 from apiserver.storage.interface import KeyNotFoundError
 
 LEGACY_ISSUER = "kubernetes/serviceaccount"
@@ -390,7 +391,11 @@ class ServiceAccountAuthenticator:
         except KeyNotFoundError:
             shown = "nodes" if resource == "minions" else resource
             raise AuthenticationError(f"{shown} {go_quote(name)} not found") from None
-        obj = json.loads(kv.value)
+        try:
+            # Any stored format (--storage-media-type): JSON, YAML or the protobuf envelope.
+            obj: Any = decode_any(kv.value)
+        except (StorageCodecError, ValueError):
+            obj = None
         if not isinstance(obj, dict):
             raise AuthenticationError(f"{resource} {go_quote(name)} could not be decoded")
         return obj

@@ -384,9 +384,17 @@ class TopLevelAuthenticator:
     other "no opinion" by its anonymous flag (which is then False).
     """
 
-    def __init__(self, union: RequestUnion, anonymous_paths: frozenset[str] | None = None) -> None:
+    def __init__(
+        self,
+        union: RequestUnion,
+        anonymous_paths: frozenset[str] | None = None,
+        tokens: TokenAuthenticator | None = None,
+    ) -> None:
         self.union = union
         self.anonymous_paths = anonymous_paths
+        #: The token authenticators (cached) the bearer readers ask: what TokenReview asks
+        #: (``KK/pkg/registry/authentication/tokenreview/storage.go``); None without any.
+        self.tokens = tokens
 
     def authenticate(self, request: HTTPRequest) -> Outcome:
         result = self.union.authenticate(request)

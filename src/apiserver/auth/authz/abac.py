@@ -31,6 +31,7 @@ from typing import Any
 import attrs
 from twisted.logger import Logger
 
+from apiserver.auth.authz.rules import NonResourceRule, ResourceRule, RuleSet
 from apiserver.auth.interface import (
     ALLOW,
     AUTHENTICATED,
@@ -122,6 +123,22 @@ class ABACAuthorizer:
             if policy.matches(attributes):
                 return _ALLOWED
         return NO_POLICY_MATCHED
+
+    def rules_for(self, user: UserInfo, namespace: str) -> RuleSet:
+        """``PolicyList.RulesFor`` (``KK/pkg/auth/authorizer/abac/abac.go``): each policy of
+        the user in this namespace (or ``*``) as a rule; read-only ones allow get, list and
+        watch, the others ``*``."""
+        resource: list[ResourceRule] = []
+        non_resource: list[NonResourceRule] = []
+        for policy in self.policies:
+            if not policy.subject_matches(user) or policy.namespace not in ("*", namespace):
+                continue
+            verbs = ("get", "list", "watch") if policy.readonly else ("*",)
+            if policy.resource:
+                resource.append(ResourceRule(verbs, (policy.api_group,), (policy.resource,)))
+            if policy.non_resource_path:
+                non_resource.append(NonResourceRule(verbs, (policy.non_resource_path,)))
+        return RuleSet(tuple(resource), tuple(non_resource))
 
 
 def _string(obj: dict[str, Any], key: str, where: str) -> str:

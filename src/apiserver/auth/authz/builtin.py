@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from apiserver.auth.interface import ALLOW, MASTERS, NO_OPINION, Attributes, Decision
+from apiserver.auth.authz.rules import EMPTY, EVERYTHING, RuleSet
+from apiserver.auth.interface import ALLOW, MASTERS, NO_OPINION, Attributes, Decision, UserInfo
 
 ALLOWED = Decision(ALLOW)
 NO_OPINION_EMPTY = Decision(NO_OPINION)
@@ -25,12 +26,20 @@ class AlwaysAllow:
     def authorize(self, attributes: Attributes) -> Decision:
         return ALLOWED
 
+    def rules_for(self, user: UserInfo, namespace: str) -> RuleSet:
+        """Everything (``alwaysAllowAuthorizer.RulesFor``)."""
+        return EVERYTHING
+
 
 class AlwaysDeny:
     """Mode ``AlwaysDeny`` (a NoOpinion, as in the reference)."""
 
     def authorize(self, attributes: Attributes) -> Decision:
         return EVERYTHING_FORBIDDEN
+
+    def rules_for(self, user: UserInfo, namespace: str) -> RuleSet:
+        """Nothing, and complete (``alwaysDenyAuthorizer.RulesFor``)."""
+        return EMPTY
 
 
 class PrivilegedGroups:

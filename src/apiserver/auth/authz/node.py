@@ -19,7 +19,8 @@ Follows ``KK/plugin/pkg/auth/authorizer/node/node_authorizer.go`` and
 from __future__ import annotations
 
 from apiserver.auth.authz.rbac import PolicyRule
-from apiserver.auth.interface import ALLOW, NO_OPINION, Attributes, Decision
+from apiserver.auth.authz.rules import EMPTY, RuleSet
+from apiserver.auth.interface import ALLOW, NO_OPINION, Attributes, Decision, UserInfo
 from apiserver.gocompat.quote import go_quote
 
 NODES_GROUP = "system:nodes"
@@ -85,6 +86,14 @@ class NodeAuthorizer:
 
     def __init__(self, rules: tuple[PolicyRule, ...] = NODE_RULES) -> None:
         self.rules = rules
+
+    def rules_for(self, user: UserInfo, namespace: str) -> RuleSet:
+        """``NodeAuthorizer.RulesFor``: a node's permissions are not enumerated."""
+        if user.name.startswith(NODE_USER_PREFIX) and NODES_GROUP in user.groups:
+            return RuleSet(
+                incomplete=True, error="node authorizer does not support user rule resolution"
+            )
+        return EMPTY
 
     def authorize(self, attributes: Attributes) -> Decision:
         user = attributes.user

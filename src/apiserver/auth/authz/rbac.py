@@ -40,6 +40,7 @@ from collections.abc import Sequence
 
 import attrs
 
+from apiserver.auth.authz.rules import NonResourceRule, ResourceRule, RuleSet
 from apiserver.auth.interface import (
     ALLOW,
     AUTHENTICATED,
@@ -194,6 +195,21 @@ BOOTSTRAP_ROLES: tuple[ClusterRole, ...] = (
             ),
         ),
     ),
+    ClusterRole(
+        "system:auth-delegator",
+        (
+            PolicyRule(
+                verbs=("create",),
+                api_groups=("authentication.k8s.io",),
+                resources=("tokenreviews",),
+            ),
+            PolicyRule(
+                verbs=("create",),
+                api_groups=("authorization.k8s.io",),
+                resources=("subjectaccessreviews",),
+            ),
+        ),
+    ),
     ClusterRole("system:kube-scheduler", (_EVENT_WRITE,)),
     ClusterRole("system:kube-controller-manager", (_EVENT_WRITE,)),
 )
@@ -265,3 +281,23 @@ class RBACAuthorizer:
                         return allowed
                 break  # the binding applies; its rules did not allow
         return _NO_MATCH
+
+    def rules_for(self, user: UserInfo, namespace: str) -> RuleSet:
+        """``RBACAuthorizer.RulesFor`` (``KK/plugin/pkg/auth/authorizer/rbac/rbac.go``): the
+        rules of every binding that applies to the user (there are no namespaced
+        RoleBindings here), each split into its resource and non-resource halves."""
+        resource: list[ResourceRule] = []
+        non_resource: list[NonResourceRule] = []
+        for subjects, rules in self._bindings:
+            if not any(subject.applies_to(user) for subject, _ in subjects):
+                continue
+            for rule in rules:
+                if rule.resources:
+                    resource.append(
+                        ResourceRule(
+                            rule.verbs, rule.api_groups, rule.resources, rule.resource_names
+                        )
+                    )
+                if rule.non_resource_urls:
+                    non_resource.append(NonResourceRule(rule.verbs, rule.non_resource_urls))
+        return RuleSet(tuple(resource), tuple(non_resource))

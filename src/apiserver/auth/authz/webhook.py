@@ -39,7 +39,8 @@ from twisted.python.failure import Failure
 from twisted.web.client import ResponseFailed
 
 from apiserver.auth.authz import AuthorizerError
-from apiserver.auth.interface import ALLOW, DENY, NO_OPINION, Attributes, Decision
+from apiserver.auth.authz.rules import RuleSet
+from apiserver.auth.interface import ALLOW, DENY, NO_OPINION, Attributes, Decision, UserInfo
 from apiserver.gocompat.quote import go_quote
 
 GROUP = "authorization.k8s.io"
@@ -267,6 +268,12 @@ class WebhookAuthorizer:
         self.matcher = matcher
         self.name = name
         self.cache = _TTLCache(CACHE_SIZE, clock)
+
+    def rules_for(self, user: UserInfo, namespace: str) -> RuleSet:
+        """``WebhookAuthorizer.RulesFor``: a webhook cannot list rules."""
+        return RuleSet(
+            incomplete=True, error="webhook authorizer does not support user rule resolution"
+        )
 
     def authorize(self, attributes: Attributes) -> Decision | Deferred[Decision]:
         if self.matcher is not None:

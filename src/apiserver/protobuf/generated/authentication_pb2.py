@@ -25,13 +25,15 @@ _sym_db = _symbol_database.Default()
 from apiserver.protobuf.generated import meta_pb2 as apiserver_dot_protobuf_dot_generated_dot_meta__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n1apiserver/protobuf/generated/authentication.proto\x12\x1ck8s.io.api.authentication.v1\x1a\'apiserver/protobuf/generated/meta.proto\"S\n\x14\x42oundObjectReference\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12\x12\n\napiVersion\x18\x02 \x01(\t\x12\x0c\n\x04name\x18\x03 \x01(\t\x12\x0b\n\x03uid\x18\x04 \x01(\t\"\x8c\x01\n\x10TokenRequestSpec\x12\x11\n\taudiences\x18\x01 \x03(\t\x12\x19\n\x11\x65xpirationSeconds\x18\x04 \x01(\x03\x12J\n\x0e\x62oundObjectRef\x18\x03 \x01(\x0b\x32\x32.k8s.io.api.authentication.v1.BoundObjectReference\"l\n\x12TokenRequestStatus\x12\r\n\x05token\x18\x01 \x01(\t\x12G\n\x13\x65xpirationTimestamp\x18\x02 \x01(\x0b\x32*.k8s.io.apimachinery.pkg.apis.meta.v1.Time\"\xd2\x01\n\x0cTokenRequest\x12\x42\n\x08metadata\x18\x01 \x01(\x0b\x32\x30.k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta\x12<\n\x04spec\x18\x02 \x01(\x0b\x32..k8s.io.api.authentication.v1.TokenRequestSpec\x12@\n\x06status\x18\x03 \x01(\x0b\x32\x30.k8s.io.api.authentication.v1.TokenRequestStatus')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n1apiserver/protobuf/generated/authentication.proto\x12\x1ck8s.io.api.authentication.v1\x1a\'apiserver/protobuf/generated/meta.proto\"S\n\x14\x42oundObjectReference\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12\x12\n\napiVersion\x18\x02 \x01(\t\x12\x0c\n\x04name\x18\x03 \x01(\t\x12\x0b\n\x03uid\x18\x04 \x01(\t\"\x8c\x01\n\x10TokenRequestSpec\x12\x11\n\taudiences\x18\x01 \x03(\t\x12\x19\n\x11\x65xpirationSeconds\x18\x04 \x01(\x03\x12J\n\x0e\x62oundObjectRef\x18\x03 \x01(\x0b\x32\x32.k8s.io.api.authentication.v1.BoundObjectReference\"l\n\x12TokenRequestStatus\x12\r\n\x05token\x18\x01 \x01(\t\x12G\n\x13\x65xpirationTimestamp\x18\x02 \x01(\x0b\x32*.k8s.io.apimachinery.pkg.apis.meta.v1.Time\"\xd2\x01\n\x0cTokenRequest\x12\x42\n\x08metadata\x18\x01 \x01(\x0b\x32\x30.k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta\x12<\n\x04spec\x18\x02 \x01(\x0b\x32..k8s.io.api.authentication.v1.TokenRequestSpec\x12@\n\x06status\x18\x03 \x01(\x0b\x32\x30.k8s.io.api.authentication.v1.TokenRequestStatus\"\x1b\n\nExtraValue\x12\r\n\x05items\x18\x01 \x03(\t\"\xd3\x01\n\x08UserInfo\x12\x10\n\x08username\x18\x01 \x01(\t\x12\x0b\n\x03uid\x18\x02 \x01(\t\x12\x0e\n\x06groups\x18\x03 \x03(\t\x12@\n\x05\x65xtra\x18\x04 \x03(\x0b\x32\x31.k8s.io.api.authentication.v1.UserInfo.ExtraEntry\x1aV\n\nExtraEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\x37\n\x05value\x18\x02 \x01(\x0b\x32(.k8s.io.api.authentication.v1.ExtraValue:\x02\x38\x01\"3\n\x0fTokenReviewSpec\x12\r\n\x05token\x18\x01 \x01(\t\x12\x11\n\taudiences\x18\x02 \x03(\t\"\x82\x01\n\x11TokenReviewStatus\x12\x15\n\rauthenticated\x18\x01 \x01(\x08\x12\x34\n\x04user\x18\x02 \x01(\x0b\x32&.k8s.io.api.authentication.v1.UserInfo\x12\r\n\x05\x65rror\x18\x03 \x01(\t\x12\x11\n\taudiences\x18\x04 \x03(\t\"\xcf\x01\n\x0bTokenReview\x12\x42\n\x08metadata\x18\x01 \x01(\x0b\x32\x30.k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta\x12;\n\x04spec\x18\x02 \x01(\x0b\x32-.k8s.io.api.authentication.v1.TokenReviewSpec\x12?\n\x06status\x18\x03 \x01(\x0b\x32/.k8s.io.api.authentication.v1.TokenReviewStatus\"S\n\x17SelfSubjectReviewStatus\x12\x38\n\x08userInfo\x18\x01 \x01(\x0b\x32&.k8s.io.api.authentication.v1.UserInfo\"\x9e\x01\n\x11SelfSubjectReview\x12\x42\n\x08metadata\x18\x01 \x01(\x0b\x32\x30.k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta\x12\x45\n\x06status\x18\x02 \x01(\x0b\x32\x35.k8s.io.api.authentication.v1.SelfSubjectReviewStatus')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'apiserver.protobuf.generated.authentication_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
+  _globals['_USERINFO_EXTRAENTRY']._loaded_options = None
+  _globals['_USERINFO_EXTRAENTRY']._serialized_options = b'8\001'
   _globals['_BOUNDOBJECTREFERENCE']._serialized_start=124
   _globals['_BOUNDOBJECTREFERENCE']._serialized_end=207
   _globals['_TOKENREQUESTSPEC']._serialized_start=210
@@ -40,4 +42,20 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_TOKENREQUESTSTATUS']._serialized_end=460
   _globals['_TOKENREQUEST']._serialized_start=463
   _globals['_TOKENREQUEST']._serialized_end=673
+  _globals['_EXTRAVALUE']._serialized_start=675
+  _globals['_EXTRAVALUE']._serialized_end=702
+  _globals['_USERINFO']._serialized_start=705
+  _globals['_USERINFO']._serialized_end=916
+  _globals['_USERINFO_EXTRAENTRY']._serialized_start=830
+  _globals['_USERINFO_EXTRAENTRY']._serialized_end=916
+  _globals['_TOKENREVIEWSPEC']._serialized_start=918
+  _globals['_TOKENREVIEWSPEC']._serialized_end=969
+  _globals['_TOKENREVIEWSTATUS']._serialized_start=972
+  _globals['_TOKENREVIEWSTATUS']._serialized_end=1102
+  _globals['_TOKENREVIEW']._serialized_start=1105
+  _globals['_TOKENREVIEW']._serialized_end=1312
+  _globals['_SELFSUBJECTREVIEWSTATUS']._serialized_start=1314
+  _globals['_SELFSUBJECTREVIEWSTATUS']._serialized_end=1397
+  _globals['_SELFSUBJECTREVIEW']._serialized_start=1400
+  _globals['_SELFSUBJECTREVIEW']._serialized_end=1558
 # @@protoc_insertion_point(module_scope)

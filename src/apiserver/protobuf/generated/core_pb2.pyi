@@ -82,3 +82,29 @@ class EventList(_message.Message):
     metadata: _meta_pb2.ListMeta
     items: _containers.RepeatedCompositeFieldContainer[Event]
     def __init__(self, metadata: _Optional[_Union[_meta_pb2.ListMeta, _Mapping]] = ..., items: _Optional[_Iterable[_Union[Event, _Mapping]]] = ...) -> None: ...
+
+class LocalObjectReference(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class ServiceAccount(_message.Message):
+    __slots__ = ("metadata", "secrets", "imagePullSecrets", "automountServiceAccountToken")
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    SECRETS_FIELD_NUMBER: _ClassVar[int]
+    IMAGEPULLSECRETS_FIELD_NUMBER: _ClassVar[int]
+    AUTOMOUNTSERVICEACCOUNTTOKEN_FIELD_NUMBER: _ClassVar[int]
+    metadata: _meta_pb2.ObjectMeta
+    secrets: _containers.RepeatedCompositeFieldContainer[ObjectReference]
+    imagePullSecrets: _containers.RepeatedCompositeFieldContainer[LocalObjectReference]
+    automountServiceAccountToken: bool
+    def __init__(self, metadata: _Optional[_Union[_meta_pb2.ObjectMeta, _Mapping]] = ..., secrets: _Optional[_Iterable[_Union[ObjectReference, _Mapping]]] = ..., imagePullSecrets: _Optional[_Iterable[_Union[LocalObjectReference, _Mapping]]] = ..., automountServiceAccountToken: _Optional[bool] = ...) -> None: ...
+
+class ServiceAccountList(_message.Message):
+    __slots__ = ("metadata", "items")
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    metadata: _meta_pb2.ListMeta
+    items: _containers.RepeatedCompositeFieldContainer[ServiceAccount]
+    def __init__(self, metadata: _Optional[_Union[_meta_pb2.ListMeta, _Mapping]] = ..., items: _Optional[_Iterable[_Union[ServiceAccount, _Mapping]]] = ...) -> None: ...
