@@ -58,9 +58,14 @@ def micro_time(seconds: float) -> str:
         whole, micros = whole + 1, micros - 1_000_000
     cache = _second_cache
     if cache[0] != whole:
-        cache[1] = format_rfc3339(datetime.fromtimestamp(whole, UTC))[:-1]
+        cache[1] = format_rfc3339(datetime.fromtimestamp(whole, UTC))[:-1] + "."
         cache[0] = whole
-    return f"{cache[1]}.{micros:06d}Z"
+    # Two table look-ups: an f-string's ``06d`` costs about twice as much.
+    return "".join((cache[1], _DIGITS3[micros // 1000], _DIGITS3[micros % 1000], "Z"))
+
+
+#: "000" to "999".
+_DIGITS3 = [f"{i:03d}" for i in range(1000)]
 
 
 def level_at_least(level: Level, other: Level) -> bool:
