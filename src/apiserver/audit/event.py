@@ -147,19 +147,8 @@ def source_ips(request: HTTPRequest) -> list[str]:
 
 
 def user_info(user: UserInfo | None) -> dict[str, Any]:
-    """``authenticationv1.UserInfo`` as JSON: every field ``omitempty`` (``{}`` for none)."""
-    if user is None:
-        return {}
-    result: dict[str, Any] = {}
-    if user.name:
-        result["username"] = user.name
-    if user.uid:
-        result["uid"] = user.uid
-    if user.groups:
-        result["groups"] = list(user.groups)
-    if user.extra:
-        result["extra"] = {key: list(values) for key, values in sorted(user.extra.items())}
-    return result
+    """``authenticationv1.UserInfo`` as JSON (``{}`` for none)."""
+    return {} if user is None else user.to_json()
 
 
 #: Rendered ``user_info`` per UserInfo object: authenticators hand out the same object for

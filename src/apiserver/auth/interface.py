@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Protocol
+from typing import Any, Protocol
 
 import attrs
 from twisted.internet.defer import Deferred
@@ -30,6 +30,20 @@ class UserInfo:
     uid: str = ""
     groups: tuple[str, ...] = ()
     extra: Mapping[str, tuple[str, ...]] = attrs.field(factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        """``authenticationv1.UserInfo`` as JSON (audit events, SelfSubjectReview,
+        TokenReview): every key ``omitempty``, ``extra`` by sorted key."""
+        out: dict[str, Any] = {}
+        if self.name:
+            out["username"] = self.name
+        if self.uid:
+            out["uid"] = self.uid
+        if self.groups:
+            out["groups"] = list(self.groups)
+        if self.extra:
+            out["extra"] = {key: list(values) for key, values in sorted(self.extra.items())}
+        return out
 
 
 #: No audit annotations (shared: most results carry none).

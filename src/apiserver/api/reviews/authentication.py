@@ -26,24 +26,10 @@ GROUP = "authentication.k8s.io"
 Obj = dict[str, Any]
 
 
-def user_info(user: UserInfo) -> Obj:
-    """``authenticationv1.UserInfo``: every key ``omitempty``."""
-    out: Obj = {}
-    if user.name:
-        out["username"] = user.name
-    if user.uid:
-        out["uid"] = user.uid
-    if user.groups:
-        out["groups"] = list(user.groups)
-    if user.extra:
-        out["extra"] = {key: list(values) for key, values in sorted(user.extra.items())}
-    return out
-
-
 def self_subject_review(user: UserInfo | None, now: str) -> Obj:
     if user is None:
         raise errors.bad_request("no user present on request")
-    return {"metadata": {"creationTimestamp": now}, "status": {"userInfo": user_info(user)}}
+    return {"metadata": {"creationTimestamp": now}, "status": {"userInfo": user.to_json()}}
 
 
 async def token_review(
@@ -72,7 +58,7 @@ async def token_review(
         status["authenticated"] = True
         if audiences and result.audiences and not set(audiences) & set(result.audiences):
             raise errors.internal_error("error validating audiences")
-        status["user"] = user_info(add_authenticated_group(result.user))
+        status["user"] = add_authenticated_group(result.user).to_json()
         if result.audiences:
             status["audiences"] = list(result.audiences)
     ordered: Obj = {}
@@ -84,4 +70,4 @@ async def token_review(
     return {**obj, "status": ordered}
 
 
-__all__ = ["GROUP", "self_subject_review", "token_review", "user_info"]
+__all__ = ["GROUP", "self_subject_review", "token_review"]

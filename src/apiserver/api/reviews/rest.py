@@ -3,7 +3,7 @@ options, body, admission, answer. See the package docstring."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import attrs
@@ -11,6 +11,7 @@ from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IReactorTime
 
 from apiserver.admission import CREATE, Admission, Attributes, run_mutating, run_validating
+from apiserver.api.postonly import serve_post
 from apiserver.api.reviews import authentication, authorization, wire
 from apiserver.apimachinery import errors, negotiation, request_options
 from apiserver.apimachinery.managedfields import update_managed_fields
@@ -144,25 +145,7 @@ class ReviewsAPI:
         self.admission = admission
 
     def handle(self, request: HTTPRequest, info: RequestInfo) -> Response | Deferred[Any]:
-        target = _target(info.path)
-        if target is None:
-            return negotiation.error_response(
-                errors.ROUTE_NOT_FOUND, header_value(request, b"accept")
-            )
-        if info.method != "POST":
-            return negotiation.error_response(
-                errors.method_not_supported(), header_value(request, b"accept")
-            )
-        return self._run(request, self.create(request, info, *target))
-
-    @staticmethod
-    def _run(request: HTTPRequest, coro: Coroutine[Any, Any, Response]) -> Deferred[Any]:
-        def to_status(failure: Any) -> Any:
-            if failure.check(errors.StatusError):
-                return negotiation.error_response(failure.value, header_value(request, b"accept"))
-            return failure
-
-        return Deferred.fromCoroutine(coro).addErrback(to_status)
+        return serve_post(request, info, _target(info.path), self.create)
 
     async def create(
         self, request: HTTPRequest, info: RequestInfo, review: Review, namespace: str

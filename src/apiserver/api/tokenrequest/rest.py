@@ -34,7 +34,7 @@ backend yet, so it is logged at debug level.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Coroutine, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import attrs
@@ -43,6 +43,7 @@ from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
 from apiserver.admission import CREATE, Admission, Attributes, run_mutating, run_validating
+from apiserver.api.postonly import serve_post
 from apiserver.api.tokenrequest import wire
 from apiserver.apimachinery import errors, negotiation, request_options
 from apiserver.apimachinery.meta_time import format_seconds
@@ -345,26 +346,7 @@ class TokenRequestAPI:
         self.admission = admission
 
     def handle(self, request: HTTPRequest, info: RequestInfo) -> Response | Deferred[Any]:
-        target = parse_path(info.path)
-        if target is None:
-            return negotiation.error_response(
-                errors.ROUTE_NOT_FOUND, header_value(request, b"accept")
-            )
-        if info.method != "POST":
-            return negotiation.error_response(
-                errors.method_not_supported(), header_value(request, b"accept")
-            )
-        return self._run(request, self.create(request, info, *target))
-
-    @staticmethod
-    def _run(request: HTTPRequest, coro: Coroutine[Any, Any, Response]) -> Deferred[Any]:
-        def to_status(failure: Any) -> Any:
-            if failure.check(errors.StatusError):
-                # ErrorNegotiated: protobuf when Accept picks it (kubectl create token).
-                return negotiation.error_response(failure.value, header_value(request, b"accept"))
-            return failure
-
-        return Deferred.fromCoroutine(coro).addErrback(to_status)
+        return serve_post(request, info, parse_path(info.path), self.create)
 
     async def create(
         self, request: HTTPRequest, info: RequestInfo, namespace: str, name: str
