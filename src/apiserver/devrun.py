@@ -3,7 +3,8 @@
 It creates the self-signed serving certificate first (the same files the server itself would
 generate in ``--cert-dir``), writes a kubeconfig that trusts its CA, prints how to use it with
 kubectl and curl, then replaces itself with ``apiserver`` in the foreground (Ctrl-C stops it
-gracefully).
+gracefully). A service-account signing key and issuer are set unless ``--service-account-*``
+flags are given, so that ``kubectl create serviceaccount`` and ``kubectl create token`` work.
 """
 
 from __future__ import annotations
@@ -16,6 +17,9 @@ import shutil
 import socket
 import sys
 from pathlib import Path
+
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
 
 from apiserver.tls.clientcert import ensure_client_ca, issue_client_cert
 from apiserver.tls.selfsigned import ensure_self_signed
@@ -52,6 +56,27 @@ current-context: apiserver
 """
 
 
+#: The development server's service-account issuer (kube-apiserver's usual in-cluster one).
+DEV_ISSUER = "https://kubernetes.default.svc.cluster.local"
+
+
+def service_account_key(path: Path) -> Path:
+    """An RSA key for service-account tokens, made once (TokenRequest, as kube-apiserver,
+    needs ``--service-account-issuer`` and a signing key: ``kubectl create token`` works out
+    of the box)."""
+    if not path.exists():
+        key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        path.write_bytes(
+            key.private_bytes(
+                serialization.Encoding.PEM,
+                serialization.PrivateFormat.TraditionalOpenSSL,
+                serialization.NoEncryption(),
+            )
+        )
+        path.chmod(0o600)
+    return path
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m apiserver.devrun")
     parser.add_argument("--port", type=int, default=6443)
@@ -81,6 +106,7 @@ apiserver: starting on {server} (embedded store in {data_dir})
 
   export KUBECONFIG={config_path}
   kubectl get --raw '/readyz?verbose'
+  kubectl auth whoami
   curl --cacert {ca_path} --cert {cert_dir}/admin.crt --key {cert_dir}/admin.key \\
        '{server}/livez?verbose'
 
@@ -95,8 +121,15 @@ Stop it with Ctrl-C (graceful shutdown).
         f"--cert-dir={cert_dir}",
         f"--data-dir={data_dir}",
         f"--client-ca-file={client_ca}",
-        *args.extra,
     ]
+    if not any(flag.startswith("--service-account-") for flag in args.extra):
+        sa_key = service_account_key(cert_dir / "service-account.key")
+        flags += [
+            f"--service-account-issuer={DEV_ISSUER}",
+            f"--service-account-key-file={sa_key}",
+            f"--service-account-signing-key-file={sa_key}",
+        ]
+    flags += args.extra
     os.execv(exe, [exe, *flags])
 
 
