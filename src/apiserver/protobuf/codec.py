@@ -180,16 +180,19 @@ def _zero(field: FieldDescriptor) -> Any:
     return 0
 
 
-_FILLERS: dict[str, Filler] = {}
 _READERS: dict[str, Reader] = {}
 
 
 def filler(descriptor: Any) -> Filler:
     """The function that sets a message of ``descriptor`` from a dict, Go's way."""
-    known = _FILLERS.get(descriptor.full_name)
-    if known is None:
-        known = _FILLERS[descriptor.full_name] = _Filler(descriptor).fill
-    return known
+    return _filler_object(descriptor).fill
+
+
+def _filler_object(descriptor: Any) -> _Filler:
+    """The :class:`_Filler` of ``descriptor``, built once (it registers itself before it
+    builds those of its fields' types, so a type that nests itself finds its own)."""
+    known = _FILLER_OBJECTS.get(descriptor.full_name)
+    return known if known is not None else _Filler(descriptor)
 
 
 def _zero_fill(msg: Any, descriptor: Any) -> None:
@@ -244,8 +247,7 @@ class _Filler:
             attr = _attr(name)
             lines.append(f"    item = get({name!r})")
             if kind in (_MESSAGE, _REPEATED_MESSAGE):
-                filler(field.message_type)  # built (and kept) before this one is used
-                sub = _FILLER_OBJECTS[field.message_type.full_name]
+                sub = _filler_object(field.message_type)
                 scope[f"template_{index}"] = sub.template
                 scope[f"fill_{index}"] = sub
             if kind == _SCALAR:
@@ -343,7 +345,6 @@ def _build_reader(descriptor: Any) -> Reader:
         name, kind, pointer = field.name, _kind(field), field.name in pointers
         attr = _attr(name)
         if kind in (_MESSAGE, _REPEATED_MESSAGE):
-            scope[f"descriptor_{index}"] = field.message_type
             scope[f"read_{index}"] = _LazyReader(field.message_type)
         if kind == _SCALAR:
             if pointer:
@@ -370,15 +371,15 @@ def _build_reader(descriptor: Any) -> Reader:
                     f"    if has({name!r}):",
                     f"        out[{name!r}] = read_{index}.read({attr})",
                 ]
+            elif name in kept:
+                lines.append(f"    out[{name!r}] = read_{index}.read({attr})")
             else:
                 lines += [
                     f"    if has({name!r}):",
                     f"        item = read_{index}.read({attr})",
-                    f"        if item{' or True' if name in kept else ''}:",
+                    "        if item:",
                     f"            out[{name!r}] = item",
                 ]
-                if name in kept:
-                    lines += ["    else:", f"        out[{name!r}] = read_{index}.read({attr})"]
         elif kind == _REPEATED_MESSAGE:
             lines += [
                 f"    container = {attr}",
