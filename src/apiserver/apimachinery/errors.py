@@ -11,7 +11,7 @@ Handlers raise :class:`StatusError`; the HTTP layer turns it into a Status body 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -238,6 +238,25 @@ def invalid_error(
 
 def bad_request(message: str) -> StatusError:
     return StatusError(400, "BadRequest", message)
+
+
+def check_type_meta(obj: Mapping[str, Any], api_version: str, kind: str, version: str) -> None:
+    """A JSON/YAML body's ``apiVersion`` and ``kind``, when given, must be the endpoint's:
+    the 400s of the versioning decoder (k8s.io/apimachinery ``pkg/runtime/serializer/
+    versioning``, the scheme's ``no kind ... is registered``) as kube-apiserver writes them."""
+    found_version = obj.get("apiVersion")
+    if found_version and found_version != api_version:
+        raise bad_request(
+            f"the API version in the data ({found_version}) does not match the expected API "
+            f"version ({api_version})"
+        )
+    found = obj.get("kind")
+    if found and found != kind:
+        raise bad_request(
+            f'{kind} in version "{version}" cannot be handled as a {kind}: '
+            f'no kind "{found}" is registered for version "{api_version}" in scheme '
+            '"pkg/api/legacyscheme/scheme.go:30"'
+        )
 
 
 def internal_error(error: str) -> StatusError:

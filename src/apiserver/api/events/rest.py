@@ -364,21 +364,7 @@ class EventsAPI:
         return problems
 
     def _check_type_meta(self, obj: Obj) -> None:
-        expected = self.view.api_version
-        api_version = obj.get("apiVersion")
-        if api_version and api_version != expected:
-            raise errors.bad_request(
-                f"the API version in the data ({api_version}) does not match the expected API "
-                f"version ({expected})"
-            )
-        kind = obj.get("kind")
-        if kind and kind != self._kind:
-            raise errors.bad_request(
-                f'{self._kind} in version "{self.view.version}" cannot be handled as a '
-                f"{self._kind}: "
-                f'no kind "{kind}" is registered for version "{expected}" in scheme '
-                '"pkg/api/legacyscheme/scheme.go:30"'
-            )
+        errors.check_type_meta(obj, self.view.api_version, self._kind, self.view.version)
 
     def _to_internal(self, obj: Obj) -> Obj:
         try:

@@ -588,19 +588,7 @@ class FlowControlAPI:
             raise errors.unsupported_media_type()
         raw = request.content.read() if request.content is not None else b""
         obj = decode_document(raw, fmt)
-        api_version = obj.get("apiVersion")
-        if api_version and api_version != API_VERSION:
-            raise errors.bad_request(
-                f"the API version in the data ({api_version}) does not match the expected API "
-                f"version ({API_VERSION})"
-            )
-        found = obj.get("kind")
-        if found and found != kind.kind:
-            raise errors.bad_request(
-                f'{kind.kind} in version "{VERSION}" cannot be handled as a {kind.kind}: '
-                f'no kind "{found}" is registered for version "{API_VERSION}" in scheme '
-                '"pkg/api/legacyscheme/scheme.go:30"'
-            )
+        errors.check_type_meta(obj, API_VERSION, kind.kind, VERSION)
         warnings: list[str] = []
         if validation != "Ignore":
             problems = strict_errors(raw, fmt, kind.schema, decoded=obj)
