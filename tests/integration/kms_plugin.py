@@ -5,6 +5,7 @@ changed and the plugin stopped, to see the server's health and error behaviour."
 from __future__ import annotations
 
 import os
+import threading
 from concurrent import futures
 from typing import Any
 
@@ -21,6 +22,8 @@ class Plugin(kmsv2_pb2_grpc.KeyManagementServiceServicer):
         self.kek = AESGCM(os.urandom(32))
         self.calls: list[str] = []
         self.server: Any = None
+        #: Set to make Decrypt wait (in the plugin's thread) until the test clears it.
+        self.hold_decrypts: threading.Event | None = None
 
     def Status(self, request: Any, context: Any) -> Any:
         self.calls.append("Status")
@@ -36,6 +39,9 @@ class Plugin(kmsv2_pb2_grpc.KeyManagementServiceServicer):
 
     def Decrypt(self, request: Any, context: Any) -> Any:
         self.calls.append("Decrypt")
+        hold = self.hold_decrypts
+        if hold is not None:
+            hold.wait(30)
         data = request.ciphertext
         return kmsv2_pb2.DecryptResponse(plaintext=self.kek.decrypt(data[:12], data[12:], None))
 

@@ -310,6 +310,56 @@ def test_kms_v2_plugin_encrypts_and_its_outage_is_reported(
         plugin.stop()
 
 
+def test_a_hung_kms_decrypt_delays_only_the_reads_that_need_its_dek(
+    start_daemon: Callable[..., Daemon], tmp_path: Path
+) -> None:
+    """After a restart no DEK is cached: the first read of an event asks the plugin to
+    Decrypt. While the plugin holds that call, the server keeps answering everything else
+    (health, discovery, a create); the read answers once the plugin does."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tests.integration.kms_plugin import Plugin
+
+    socket = tmp_path / "kms.sock"
+    plugin = Plugin(str(socket)).start()
+    try:
+        path = config(
+            tmp_path,
+            f"  - kms: {{apiVersion: v2, name: testkms, endpoint: 'unix://{socket}', "
+            "timeout: 20s}\n",
+        )
+        daemon = start_daemon([f"--encryption-provider-config={path}"])
+        post(daemon, "before")
+        daemon.stop()
+        daemon.start()
+        status, _, body = daemon.get("/readyz/kms-providers")
+        assert status == 200, body
+        hold = plugin.hold_decrypts = threading.Event()
+        finished: list[str] = []
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            reading = pool.submit(lambda: (get_note(daemon, "before"), finished.append("read")))
+            deadline = time.monotonic() + 30
+            while "Decrypt" not in plugin.calls and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert "Decrypt" in plugin.calls
+            # The Decrypt is held: the reactor still serves others, the read still waits.
+            assert daemon.get("/livez", timeout=10)[0] == 200
+            assert daemon.get("/apis/events.k8s.io/v1", timeout=10)[0] == 200
+            post(daemon, "during")
+            assert finished == []
+            finished.append("others")
+            hold.set()
+            note, _ = reading.result(timeout=30)
+        assert note == "secret note"
+        assert finished == ["others", "read"]
+        assert plugin.calls.count("Decrypt") == 1
+    finally:
+        if plugin.hold_decrypts is not None:
+            plugin.hold_decrypts.set()
+        plugin.stop()
+
+
 def test_kms_v1_with_its_feature_gate(start_daemon: Callable[..., Daemon], tmp_path: Path) -> None:
     import struct
 

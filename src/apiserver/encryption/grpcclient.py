@@ -120,19 +120,6 @@ class GrpcClient:
         future.add_done_callback(done)
         return d
 
-    def call_sync(self, method: str, request: Any) -> Any:
-        """A blocking call, at most the provider's timeout (the read and v1 write paths)."""
-        started = time.perf_counter()
-        full = f"/{self.service}/{method}"
-        try:
-            response = getattr(self.stub(), method)(
-                request, timeout=self.timeout, wait_for_ready=True
-            )
-        except Exception as error:
-            raise self.error(error, full, started) from None
-        self.metrics.kms_operation(self.name, full, "OK", time.perf_counter() - started)
-        return response
-
     def close(self) -> None:
         if self._channel is not None:
             self._channel.close()

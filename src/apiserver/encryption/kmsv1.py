@@ -9,13 +9,16 @@ DEK, stale; the health probe encrypts and decrypts ``ping``, kept 20 s when good
 not) and ``envelope/grpc_service.go`` (``Version`` must answer ``v1beta1`` before any other
 call).
 
-Every write calls the plugin's Encrypt synchronously (bounded by the provider's
-``timeout``): that is v1's design, one reason it is deprecated.
+Every write calls the plugin's Encrypt (v1's design, one reason it is deprecated), and a read
+whose DEK is not cached its Decrypt; both asynchronously: the transformer raises
+``TransformPending`` and is called again with the answer (:mod:`apiserver.encryption.pending`),
+so a slow plugin delays the requests that wait for it, never the reactor.
 """
 
 from __future__ import annotations
 
 import base64
+import itertools
 import os
 import struct
 import time
@@ -29,6 +32,7 @@ from twisted.python.failure import Failure
 from apiserver.encryption.generated import kmsv1_pb2
 from apiserver.encryption.grpcclient import GrpcClient
 from apiserver.encryption.metrics import EncryptionMetrics
+from apiserver.encryption.pending import PluginCalls
 from apiserver.encryption.transformers import (
     AESCBCTransformer,
     AESGCMTransformer,
@@ -44,9 +48,7 @@ HEALTH_NEGATIVE_TTL = 3.0
 
 
 class KMSv1Service(Protocol):
-    def encrypt(self, plain: bytes) -> bytes: ...
-
-    def decrypt(self, cipher: bytes) -> bytes: ...
+    """The v1 plugin, every call asynchronous; failures errback."""
 
     def encrypt_async(self, plain: bytes) -> Deferred[bytes]: ...
 
@@ -72,6 +74,13 @@ class KMSv1Provider:
         self.clock = clock
         self.metrics = metrics
         self._cache: OrderedDict[str, Transformer] = OrderedDict()
+        self._decrypts = PluginCalls(clock)
+        self._encrypts = PluginCalls(clock)
+        self._write_ids = itertools.count()
+        #: DEKs the plugin encrypted for writes that are waiting for one: (DEK, encrypted).
+        self._prepared: list[tuple[bytes, bytes]] = []
+        #: The error of the write DEK whose Encrypt just failed, for the write it woke.
+        self._write_error: Exception | None = None
         self._last: tuple[float, str | None] | None = None
         self._ttl = HEALTH_NEGATIVE_TTL
 
@@ -95,33 +104,65 @@ class KMSv1Provider:
         size = struct.unpack(">H", data[:2])[0]
         encrypted_key, rest = data[2 : 2 + size], data[2 + size :]
         transformer = None
+        index = ""
         if self.cachesize > 0:
             index = base64.b64encode(encrypted_key).decode()
             transformer = self._cache.get(index)
             if transformer is not None:
                 self._cache.move_to_end(index)
-            else:
-                self.metrics.cache_miss()
         if transformer is None:
-            transformer = self._add(encrypted_key, self.service.decrypt(encrypted_key))
+            transformer = self._decrypts.wait(
+                bytes(encrypted_key), lambda: self._decrypt_dek(bytes(encrypted_key))
+            )
         return transformer.from_storage(rest, ad, resource)
+
+    def _decrypt_dek(self, encrypted_key: bytes) -> Deferred[Transformer]:
+        if self.cachesize > 0:
+            self.metrics.cache_miss()
+        d = self.service.decrypt_async(encrypted_key)
+        return d.addCallback(lambda key: self._add(encrypted_key, key))
 
     def to_storage(self, data: bytes, ad: bytes, resource: str) -> bytes:
         self.metrics.arrival("to_storage")
-        started = time.perf_counter()
-        key = os.urandom(32)
-        self.metrics.data_key_generated(time.perf_counter() - started, False)
-        encrypted_key = self.service.encrypt(key)
-        if len(encrypted_key) > 0xFFFF:
-            raise ValueTransformError(
-                "cryptobyte: pending child length exceeds 2-byte length prefix"
-            )
+        if not self._prepared:
+            error = self._write_error
+            if error is not None:
+                raise error
+            self._encrypts.wait(next(self._write_ids), self._new_dek)
+        key, encrypted_key = self._prepared.pop()
         transformer = self._add(encrypted_key, key)
         return (
             struct.pack(">H", len(encrypted_key))
             + encrypted_key
             + transformer.to_storage(data, ad, resource)
         )
+
+    def _new_dek(self) -> Deferred[None]:
+        """A new DEK encrypted by the plugin, put aside for the next write
+        (``envelope.go`` ``TransformToStorage``: ``generateKey`` then ``Encrypt``)."""
+        started = time.perf_counter()
+        key = os.urandom(32)
+        self.metrics.data_key_generated(time.perf_counter() - started, False)
+
+        def encrypted(encrypted_key: bytes) -> None:
+            if len(encrypted_key) > 0xFFFF:
+                raise ValueTransformError(
+                    "cryptobyte: pending child length exceeds 2-byte length prefix"
+                )
+            self._prepared.append((key, encrypted_key))
+
+        def failed(failure: Failure) -> None:
+            error = failure.value
+            assert isinstance(error, Exception)
+            self._write_error = error
+            self.clock.callLater(0, self._forget_write_error, error)
+            failure.raiseException()
+
+        return self.service.encrypt_async(key).addCallbacks(encrypted, failed)
+
+    def _forget_write_error(self, error: Exception) -> None:
+        if self._write_error is error:
+            self._write_error = None
 
     # --- the probe ---------------------------------------------------------------------
 
@@ -185,47 +226,39 @@ class GrpcKMSv1Service:
         )
         self._version_checked = False
 
-    def _check_version(self) -> None:
+    def _check_version(self) -> Deferred[None]:
+        """``checkAPIVersion``: asked once, asynchronously; asked again after a failure."""
         if self._version_checked:
-            return
-        try:
-            answer = self.client.call_sync("Version", kmsv1_pb2.VersionRequest(version=API_VERSION))
-        except GrpcTransformError as error:
-            raise GrpcTransformError(
-                f"failed get version from remote KMS provider: {error}", error.code
-            ) from None
-        if answer.version != API_VERSION:
-            raise ValueTransformError(
-                f"KMS provider api version {answer.version} is not supported, only "
-                f"{API_VERSION} is supported now"
-            )
-        self._version_checked = True
+            return succeed(None)
 
-    def encrypt(self, plain: bytes) -> bytes:
-        self._check_version()
-        request = kmsv1_pb2.EncryptRequest(version=API_VERSION, plain=plain)
-        return bytes(self.client.call_sync("Encrypt", request).cipher)
+        def answered(answer: Any) -> None:
+            if answer.version != API_VERSION:
+                raise ValueTransformError(
+                    f"KMS provider api version {answer.version} is not supported, only "
+                    f"{API_VERSION} is supported now"
+                )
+            self._version_checked = True
 
-    def decrypt(self, cipher: bytes) -> bytes:
-        self._check_version()
-        request = kmsv1_pb2.DecryptRequest(version=API_VERSION, cipher=cipher)
-        return bytes(self.client.call_sync("Decrypt", request).plain)
+        def failed(failure: Failure) -> None:
+            error = failure.value
+            if isinstance(error, GrpcTransformError):
+                raise GrpcTransformError(
+                    f"failed get version from remote KMS provider: {error}", error.code
+                ) from None
+            failure.raiseException()
+
+        d = self.client.call("Version", kmsv1_pb2.VersionRequest(version=API_VERSION))
+        return d.addCallbacks(answered, failed)
 
     def encrypt_async(self, plain: bytes) -> Deferred[bytes]:
-        try:
-            self._check_version()
-        except ValueTransformError as error:
-            return fail(error)
         request = kmsv1_pb2.EncryptRequest(version=API_VERSION, plain=plain)
-        return self.client.call("Encrypt", request).addCallback(lambda r: bytes(r.cipher))
+        d = self._check_version().addCallback(lambda _: self.client.call("Encrypt", request))
+        return d.addCallback(lambda r: bytes(r.cipher))
 
     def decrypt_async(self, cipher: bytes) -> Deferred[bytes]:
-        try:
-            self._check_version()
-        except ValueTransformError as error:
-            return fail(error)
         request = kmsv1_pb2.DecryptRequest(version=API_VERSION, cipher=cipher)
-        return self.client.call("Decrypt", request).addCallback(lambda r: bytes(r.plain))
+        d = self._check_version().addCallback(lambda _: self.client.call("Decrypt", request))
+        return d.addCallback(lambda r: bytes(r.plain))
 
     def close(self) -> None:
         self.client.close()

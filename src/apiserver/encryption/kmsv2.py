@@ -12,10 +12,11 @@ results of the health check kept 20 s when good, 3 s when not).
 A new seed is written with ``HKDF_SHA256_XNONCE_AES_GCM_SEED`` (kube-apiserver's default
 since 1.29); data written with a plain DEK (``AES_GCM_KEY``) is read too.
 
-The status loop and the seed's encryption are asynchronous (gRPC futures fired on the
-reactor). Reading a value whose DEK is not cached calls Decrypt synchronously, bounded by
-the provider's ``timeout``: the registry decodes synchronously, and such a miss happens
-once per DEK (one per key ID and server start), not per request.
+Every plugin call is asynchronous (gRPC futures fired on the reactor). Reading a value whose
+DEK is not cached starts one Decrypt for it and raises ``TransformPending``: the registry
+and the watch delivery wait for the answer and read again, so a slow or hung plugin delays
+only the requests that need that DEK (for at most the provider's ``timeout``), never the
+reactor (:mod:`apiserver.encryption.pending`).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from apiserver.encryption.config import KMSConfiguration, KMSFactory
 from apiserver.encryption.generated import kmsv2_pb2, kmsv2_stored_pb2
 from apiserver.encryption.grpcclient import GrpcClient, grpc_target
 from apiserver.encryption.metrics import EncryptionMetrics
+from apiserver.encryption.pending import PluginCalls
 from apiserver.encryption.transformers import (
     KMS_V1_PREFIX,
     KMS_V2_PREFIX,
@@ -71,8 +73,7 @@ _FQDN = re.compile(
 
 
 class KMSService(Protocol):
-    """The plugin (``kmsservice.Service``): Status and Encrypt asynchronously, Decrypt
-    synchronously (see the module docstring). Failures raise or errback
+    """The plugin (``kmsservice.Service``), every call asynchronous. Failures errback
     :class:`GrpcTransformError`."""
 
     def status(self) -> Deferred[tuple[str, str, str]]:
@@ -85,7 +86,7 @@ class KMSService(Protocol):
 
     def decrypt(
         self, uid: str, ciphertext: bytes, key_id: str, annotations: dict[str, bytes]
-    ) -> bytes: ...
+    ) -> Deferred[bytes]: ...
 
     def close(self) -> None: ...
 
@@ -203,6 +204,7 @@ class KMSv2Provider:
         self.state: State | None = None
         self.version = ""
         self._cache: dict[bytes, tuple[Transformer, float]] = {}
+        self._decrypts = PluginCalls(clock)
         self._last: tuple[float, str | None] | None = None
         self._ttl = HEALTH_NEGATIVE_TTL
         self._waiters: list[Deferred[None]] | None = None
@@ -230,6 +232,35 @@ class KMSv2Provider:
         self._cache[key] = (transformer, now + CACHE_TTL)
         self.metrics.dek_cache_size[self.name] = len(self._cache)
 
+    def _decrypt_dek(
+        self, key: bytes, obj: Any, annotations: dict[str, bytes]
+    ) -> Deferred[Transformer]:
+        """Decrypt of a DEK (or seed) missing from the cache, asynchronously; the transformer
+        is cached when it answers (``envelope.go`` ``addTransformerForDecryption``)."""
+        self.metrics.cache_miss()
+        kind = obj.encryptedDEKSourceType
+
+        def decrypted(plain: bytes) -> Transformer:
+            try:
+                transformer: Transformer = (
+                    ExtendedNonceGCM(plain) if kind == HKDF_SEED else AESGCMTransformer(plain)
+                )
+            except (ValueError, ValueTransformError) as error:
+                raise ValueTransformError(str(error)) from None
+            self._remember(key, transformer)
+            return transformer
+
+        def failed(failure: Failure) -> Transformer:
+            error = failure.value
+            if isinstance(error, GrpcTransformError):
+                raise GrpcTransformError(
+                    f"failed to decrypt DEK, error: {error}", error.code
+                ) from None
+            raise ValueTransformError(f"failed to decrypt DEK, error: {error}") from None
+
+        d = self.service.decrypt(str(uuid.uuid4()), obj.encryptedDEKSource, obj.keyID, annotations)
+        return d.addCallbacks(decrypted, failed)
+
     def from_storage(self, data: bytes, ad: bytes, resource: str) -> tuple[bytes, bool]:
         obj = kmsv2_stored_pb2.EncryptedObject()
         try:
@@ -246,24 +277,7 @@ class KMSv2Provider:
         key = cache_key(obj.encryptedDEKSourceType, obj.encryptedDEKSource, obj.keyID, annotations)
         transformer = self._cached(key)
         if transformer is None:
-            self.metrics.cache_miss()
-            try:
-                plain = self.service.decrypt(
-                    str(uuid.uuid4()), obj.encryptedDEKSource, obj.keyID, annotations
-                )
-            except GrpcTransformError as error:
-                raise GrpcTransformError(
-                    f"failed to decrypt DEK, error: {error}", error.code
-                ) from None
-            try:
-                transformer = (
-                    ExtendedNonceGCM(plain)
-                    if obj.encryptedDEKSourceType == HKDF_SEED
-                    else AESGCMTransformer(plain)
-                )
-            except (ValueError, ValueTransformError) as error:
-                raise ValueTransformError(str(error)) from None
-            self._remember(key, transformer)
+            transformer = self._decrypts.wait(key, lambda: self._decrypt_dek(key, obj, annotations))
         self.metrics.key_id("from_storage", self.name, obj.keyID, self.apiserver_id)
         out, stale = transformer.from_storage(obj.encryptedData, ad, resource)
         return out, (stale or obj.keyID != state.key_id or obj.encryptedDEKSourceType != state.kind)
@@ -518,11 +532,11 @@ class GrpcKMSService:
 
     def decrypt(
         self, uid: str, ciphertext: bytes, key_id: str, annotations: dict[str, bytes]
-    ) -> bytes:
+    ) -> Deferred[bytes]:
         request = kmsv2_pb2.DecryptRequest(
             ciphertext=ciphertext, uid=uid, key_id=key_id, annotations=annotations
         )
-        return bytes(self.client.call_sync("Decrypt", request).plaintext)
+        return self.client.call("Decrypt", request).addCallback(lambda r: bytes(r.plaintext))
 
     def close(self) -> None:
         self.client.close()

@@ -47,11 +47,14 @@ from apiserver.storage.interface import (
     cached_lists_of,
     current_reads_of,
 )
-from apiserver.storage.value import ValueTransformer, ValueTransformError
+from apiserver.storage.value import TransformPending, ValueTransformer, ValueTransformError
 
 Obj = dict[str, Any]
 #: Decoded objects kept per (key, revision); oldest out first.
 DECODE_CACHE_SIZE = 20000
+#: How many plugin answers one read waits for before it gives up (each wait is bounded by the
+#: KMS provider's timeout; more than one only when another DEK or a race gets in between).
+MAX_TRANSFORM_WAITS = 8
 TryUpdate = Callable[[Obj | None], Awaitable[Obj | None]]
 
 
@@ -267,13 +270,18 @@ class Registry:
         metadata(obj)["resourceVersion"] = str(kv.mod_revision)
         return obj
 
-    def _seal(self, data: bytes, key: bytes) -> bytes:
-        """``TransformToStorage`` (etcd3/store.go: a failure is an internal error)."""
+    async def _seal(self, data: bytes, key: bytes) -> bytes:
+        """``TransformToStorage`` (etcd3/store.go: a failure is an internal error), waiting
+        for the plugin when the transformer needs it (a KMS v1 Encrypt)."""
         assert self._transformer is not None
-        try:
-            return self._transformer.to_storage(data, key)
-        except ValueTransformError as error:
-            raise errors.internal_error(str(error)) from None
+        for _ in range(MAX_TRANSFORM_WAITS):
+            try:
+                return self._transformer.to_storage(data, key)
+            except ValueTransformError as error:
+                raise errors.internal_error(str(error)) from None
+            except TransformPending as pending:
+                await pending.ready
+        raise errors.internal_error("timed out waiting for the KMS plugin")
 
     # --- reads -----------------------------------------------------------------------------
 
@@ -290,7 +298,12 @@ class Registry:
         known, value = self._current_value(self.key(namespace, name))
         if not known:
             return False, None
-        return True, (self.decode(value) if value is not None else None)
+        if value is None:
+            return True, None
+        try:
+            return True, self.decode(value)
+        except TransformPending:
+            return False, None  # the caller's asynchronous path waits for the plugin
 
     async def get(self, namespace: str, name: str) -> Obj:
         known, obj = self.get_now(namespace, name)
@@ -302,17 +315,37 @@ class Registry:
             kv = await self.store.get(self.key(namespace, name))
         except KeyNotFoundError:
             raise errors.not_found(self.group_resource, name) from None
-        return self.decode(kv)
+        try:
+            return self.decode(kv)
+        except TransformPending as pending:
+            return await self._decode_after(kv, pending)
 
     async def get_or_none(self, namespace: str, name: str) -> tuple[Obj | None, int]:
         known, value = self._current_value(self.key(namespace, name))
         if known:
-            return (self.decode(value), value.mod_revision) if value is not None else (None, 0)
+            if value is None:
+                return None, 0
+            kv = value
+        else:
+            try:
+                kv = await self.store.get(self.key(namespace, name))
+            except KeyNotFoundError:
+                return None, 0
         try:
-            kv = await self.store.get(self.key(namespace, name))
-        except KeyNotFoundError:
-            return None, 0
-        return self.decode(kv), kv.mod_revision
+            return self.decode(kv), kv.mod_revision
+        except TransformPending as pending:
+            return await self._decode_after(kv, pending), kv.mod_revision
+
+    async def _decode_after(self, kv: KeyValue, pending: TransformPending) -> Obj:
+        """:meth:`decode` once the value transformer's plugin call has answered (a KMS
+        Decrypt of a DEK not cached yet: :class:`~apiserver.storage.value.TransformPending`)."""
+        for _ in range(MAX_TRANSFORM_WAITS):
+            await pending.ready
+            try:
+                return self.decode(kv)
+            except TransformPending as again:
+                pending = again
+        raise _Untransformable(kv.key, "timed out waiting for the KMS plugin")
 
     def list_revision_now(self, namespace: str | None) -> int | None:
         """The revision a consistent :meth:`list_page` (no start key, no revision) would be
@@ -344,7 +377,10 @@ class Registry:
         if revision == 0 and not start_key and self._current is not None:
             current = self._current.current_snapshot(prefix)
             if current is not None:
-                return self._page_from(current, limit, keep, want_remaining)
+                try:
+                    return self._page_from(current, limit, keep, want_remaining)
+                except TransformPending as pending:
+                    return await self._page_after(pending, current, limit, keep, want_remaining)
         items: list[Obj] = []
         start = start_key or prefix
         read_revision = revision
@@ -363,7 +399,10 @@ class Registry:
                 for kv in result.kvs:
                     taken += 1
                     last_key = kv.key
-                    obj = self.decode(kv)
+                    try:
+                        obj = self.decode(kv)
+                    except TransformPending as pending:
+                        obj = await self._decode_after(kv, pending)
                     if keep is None or keep(obj):
                         items.append(obj)
                         if limit and len(items) >= limit:
@@ -406,7 +445,28 @@ class Registry:
         if cached is None:
             raise TypeError("list_cached on a store that does not declare cached_lists")
         result = await cached.list_cached(self.prefix(namespace), min_revision)
-        return self._page_from(result, limit, keep, want_remaining)
+        try:
+            return self._page_from(result, limit, keep, want_remaining)
+        except TransformPending as pending:
+            return await self._page_after(pending, result, limit, keep, want_remaining)
+
+    async def _page_after(
+        self,
+        pending: TransformPending,
+        result: RangeResult,
+        limit: int,
+        keep: Callable[[Obj], bool] | None,
+        want_remaining: bool,
+    ) -> ListPage:
+        """:meth:`_page_from` again after each plugin answer it waited for (objects decoded
+        before the wait are memoized, so a retry redoes only what is left)."""
+        for _ in range(MAX_TRANSFORM_WAITS):
+            await pending.ready
+            try:
+                return self._page_from(result, limit, keep, want_remaining)
+            except TransformPending as again:
+                pending = again
+        raise errors.internal_error("timed out waiting for the KMS plugin")
 
     def _page_from(
         self,
@@ -447,7 +507,7 @@ class Registry:
             return obj
         key = self.key(namespace, name)
         if self._transformer is not None:
-            data = self._seal(data, key)
+            data = await self._seal(data, key)
         try:
             kv = await self.store.create(key, data, ttl=self.ttl())
         except KeyExistsError:
@@ -487,7 +547,7 @@ class Registry:
                     return new, True
                 data = self.encode(new)
                 if self._transformer is not None:
-                    data = self._seal(data, key)
+                    data = await self._seal(data, key)
                 try:
                     kv = await self.store.create(key, data, ttl=self.ttl())
                 except KeyExistsError:
@@ -508,7 +568,7 @@ class Registry:
                 metadata(new)["resourceVersion"] = str(revision)
                 return new, False
             if self._transformer is not None:
-                data = self._seal(data, key)
+                data = await self._seal(data, key)
             try:
                 ttl = self.ttl() if attach_ttl else 0
                 kv = await self.store.update(key, data, revision, ttl=ttl)
@@ -560,9 +620,43 @@ class Registry:
         when it declares ``WatchFlowControl.PAUSE`` (the watch cache), else made pausable
         (``apiserver.storage.flowcontrol``), so a slow client never grows memory without
         bound, with or without ``--watch-cache``."""
+        if self._transformer is not None:
+            callback = _InOrder(callback)
         return pausable_watch(
             self.store, self.prefix(namespace), start_revision, callback, self._max_pending
         )
+
+
+class _InOrder:
+    """A watch callback that waits, in order, for the value transformer's plugin: an event
+    whose decoding raised :class:`~apiserver.storage.value.TransformPending` is delivered
+    again once the plugin answered, and the events after it wait behind it (a Go watcher
+    blocks on the same call, k8s.io/apiserver ``pkg/storage/etcd3/watcher.go``). Only with
+    a transformer installed."""
+
+    __slots__ = ("deliver", "held")
+
+    def __init__(self, deliver: Callable[[WatchEvent], None]) -> None:
+        self.deliver = deliver
+        self.held: list[WatchEvent] | None = None
+
+    def __call__(self, event: WatchEvent) -> None:
+        if self.held is not None:
+            self.held.append(event)
+            return
+        try:
+            self.deliver(event)
+        except TransformPending as pending:
+            self.held = [event]
+            pending.ready.addCallback(self._release)
+
+    def _release(self, _: object) -> None:
+        held, self.held = self.held or [], None
+        for index, event in enumerate(held):
+            self(event)
+            if self.held is not None:  # waiting again: the rest stays behind that event
+                self.held.extend(held[index + 1 :])
+                return
 
 
 __all__ = [

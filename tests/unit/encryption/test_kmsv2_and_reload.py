@@ -48,11 +48,13 @@ class FakePlugin:
 
     def decrypt(
         self, uid: str, ciphertext: bytes, key_id: str, annotations: dict[str, bytes]
-    ) -> bytes:
+    ) -> Deferred[bytes]:
         self.calls.append("Decrypt")
         if self.down:
-            raise GrpcTransformError("rpc error: code = Unavailable desc = down", "Unavailable")
-        return self.kek.decrypt(ciphertext[:12], ciphertext[12:], None)
+            return fail(
+                GrpcTransformError("rpc error: code = Unavailable desc = down", "Unavailable")
+            )
+        return succeed(self.kek.decrypt(ciphertext[:12], ciphertext[12:], None))
 
     def close(self) -> None:
         self.calls.append("close")
