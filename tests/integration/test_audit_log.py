@@ -330,3 +330,57 @@ def test_sigterm_drains_a_long_batch(launch: Callable[..., Daemon]) -> None:
     for audit_id in acknowledged:
         stages = [e["stage"] for e in events if e["auditID"] == audit_id]
         assert stages == ["RequestReceived", "ResponseComplete"], (audit_id, stages)
+
+
+# -- (f) repeated requests, batch mode, JSON ---------------------------------------------------
+
+
+def test_repeated_requests_are_each_recorded_whole(launch: Callable[..., Daemon]) -> None:
+    """The same request again and again (the log's lines then come from templates of the
+    request's shape, apiserver.audit.templates): each has its own two events, with its own
+    audit ID and times, the same fields otherwise, and a 404 its Status."""
+    daemon = launch("Metadata", ["--audit-log-path={dir}/audit.log", "--audit-log-mode=batch"])
+    status, _, body = daemon.get(EVENTS, method="POST", headers=JSON, body=event_body("r1"))
+    assert status == 201, body
+    ids = []
+    for path, code in [(f"{EVENTS}/r1", 200), (f"{EVENTS}/missing", 404)] * 4:
+        status, headers, _ = daemon.get(path)
+        assert status == code
+        ids.append((headers["audit-id"], path, code))
+    log = Path(daemon.workdir) / "audit.log"
+    last = ids[-1][0]
+    text = wait_for(log, lambda t: t.count(last) >= 2)
+    events = json_lines(text)
+    for audit_id, path, code in ids:
+        mine = [event for event in events if event["auditID"] == audit_id]
+        assert [event["stage"] for event in mine] == ["RequestReceived", "ResponseComplete"]
+        received, complete = mine
+        assert received["requestURI"] == complete["requestURI"] == path
+        assert "responseStatus" not in received
+        assert complete["responseStatus"]["code"] == code
+        if code == 404:
+            assert complete["responseStatus"]["reason"] == "NotFound"
+        assert received["stageTimestamp"] == received["requestReceivedTimestamp"]
+        assert complete["stageTimestamp"] >= complete["requestReceivedTimestamp"]
+        # Authorization comes after audit: its annotations are in the later stages only.
+        assert "annotations" not in received
+        assert complete["annotations"]["authorization.k8s.io/decision"] == "allow"
+        same = {
+            key: value for key, value in received.items() if key not in ("stage", "stageTimestamp")
+        }
+        assert same == {
+            key: value
+            for key, value in complete.items()
+            if key not in ("stage", "stageTimestamp", "responseStatus", "annotations")
+        }
+    first_get = next(event for event in events if event["auditID"] == ids[0][0])
+    later_get = next(event for event in events if event["auditID"] == ids[6][0])
+    assert {
+        k: v
+        for k, v in first_get.items()
+        if k not in ("auditID", "requestReceivedTimestamp", "stageTimestamp")
+    } == {
+        k: v
+        for k, v in later_get.items()
+        if k not in ("auditID", "requestReceivedTimestamp", "stageTimestamp")
+    }

@@ -156,6 +156,31 @@ class BufferedSink:
                 self._blocked(len(events) - index)
                 break
             self._enqueue(now, event)
+        self._queued(now, was_empty)
+        return True
+
+    def process_line(self, line: bytes) -> bool:
+        """:meth:`process_events` of one event already encoded as its backend's line (a
+        line backend only: :mod:`apiserver.audit.templates`)."""
+        queue = self.queue
+        if self.due_now and len(queue) < self.buffer_size:
+            queue.append((0.0, line))  # as the usual call of process_events
+            return True
+        if not self.accepting:
+            self._plugin_error(1, "audit backend shut down")
+            return False
+        if len(queue) >= self.buffer_size:
+            self._blocked(1)
+            return True
+        now = self.clock.seconds()
+        was_empty = not queue
+        queue.append((now, line))
+        self._queued(now, was_empty)
+        return True
+
+    def _queued(self, now: float, was_empty: bool) -> None:
+        """Schedule the pump for what was just queued."""
+        queue = self.queue
         if self.started and queue:
             if len(queue) >= self.max_size or self.max_size == 1:
                 if not self.due_now:
@@ -165,7 +190,6 @@ class BufferedSink:
                     self._schedule(max(0.0, self.last_pump + self.interval - now))
             elif was_empty:
                 self._schedule(self.max_wait)
-        return True
 
     def _enqueue(self, now: float, event: AuditEvent) -> None:
         """Queue the event, or its line for a line backend (one it cannot encode is counted

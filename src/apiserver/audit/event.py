@@ -287,6 +287,7 @@ class AuditRecord:
         "response_status",
         "source_ips",
         "started",
+        "template",
         "user",
         "user_agent",
         "verb",
@@ -311,6 +312,9 @@ class AuditRecord:
         # their Http-Header-Case names).
         audit_id = request.responseHeaders._rawHeaders.get(b"Audit-Id")
         self.audit_id = audit_id[0].decode("latin-1") if audit_id else ""
+        #: The request's line template, once looked up (apiserver.audit.templates): None
+        #: not yet, False none; the server's own audit IDs (none in the request) are UUIDs.
+        self.template: Any = None if b"Audit-Id" not in request.requestHeaders._rawHeaders else 0
         self.request_uri = request.uri.decode("utf-8", "replace")
         resolved = info.resolved
         # Non-resource requests: the lower-cased HTTP method (NewRequestInfo).

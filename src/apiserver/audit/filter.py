@@ -44,14 +44,18 @@ from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
+from apiserver.audit.buffered import BufferedSink
+from apiserver.audit.encoding import encode_event
 from apiserver.audit.event import (
     CLOSED_EARLY_STATUS,
     AuditRecord,
     decode_json_object,
     level_at_least,
+    micro_time,
 )
 from apiserver.audit.interface import AuditMetrics, Level, Sink
 from apiserver.audit.policy import AuditConfig, Policy
+from apiserver.audit.templates import EventLines
 from apiserver.auth.filter import internal_error_response
 from apiserver.http.app import RequestInfo, Verdict, when_finished
 from apiserver.http.request import HTTPRequest
@@ -93,6 +97,15 @@ class AuditStage:
         self.sinks = tuple(sinks)
         self.clock = clock
         self.metrics = metrics
+        #: The log backend in batch mode with the JSON format as the only sink: the usual
+        #: events go to it as lines made from templates (apiserver.audit.templates).
+        self.line_sink: BufferedSink | None = None
+        self.templates: EventLines | None = None
+        only = self.sinks[0] if len(self.sinks) == 1 else None
+        if isinstance(only, BufferedSink) and only.lines is not None:
+            if only.lines.encode is encode_event:
+                self.line_sink = only
+                self.templates = EventLines(encode_event)
 
     # --- the stage ------------------------------------------------------------------------
 
@@ -281,7 +294,19 @@ class AuditStage:
         omitted), False when one refused, or a Deferred of that for a sink that waits."""
         if stage in config.omit_stages:
             return True
-        event = record.event(stage, self.clock.seconds())
+        now = self.clock.seconds()
+        line_sink = self.line_sink
+        if line_sink is not None:
+            assert self.templates is not None
+            line = self.templates.line(
+                record,
+                stage,
+                record.received_text if stage == "RequestReceived" else micro_time(now),
+            )
+            if line is not None:
+                self.metrics.event(record.level)
+                return line_sink.process_line(line)
+        event = record.event(stage, now)
         self.metrics.event(record.level)
         events = (event,)
         accepted = True
