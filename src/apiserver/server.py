@@ -115,6 +115,7 @@ from apiserver.http.response import Response
 from apiserver.http.site import ApiSite
 from apiserver.logs import LogFlushService
 from apiserver.metrics import AuditRecorder, Metrics, StorageMetricsPoller
+from apiserver.metrics.labels import LabelPolicy
 from apiserver.openapi import install_openapi
 from apiserver.options import ServerConfig, ineffective_flags
 from apiserver.registry.store import Registry
@@ -308,7 +309,18 @@ class Server:
             stop_process=self._stop_process,
             on_initiated=self._shutdown_initiated,
         )
-        self.metrics = Metrics(disabled=config.disabled_metrics or ())
+        # Metrics (apiserver.metrics.labels): a bad --allow-metric-labels-manifest stops
+        # start-up here (a ManifestError, a ValueError naming the flag and the file).
+        self.metrics = Metrics(
+            policy=LabelPolicy.from_flags(
+                config.disabled_metrics or (),
+                config.show_hidden_metrics_for_version or "",
+                config.allow_metric_labels or {},
+                config.allow_metric_labels_manifest or "",
+            ),
+            git_version=config.version,
+        )
+        self.metrics.bind_fast_path()
         if self.encryption is not None:
             self.metrics.registry.register(self.encryption.metrics)
         # Admission plugins (apiserver.admission.config): a bad --admission-control-config-file
@@ -335,7 +347,7 @@ class Server:
             clock,
             policy,
             gate=self.lifecycle,
-            metrics=self.metrics,
+            metrics=self.metrics if self.metrics.records_requests else None,
             auth=auth_stages,
             audit=audit_stage,
             # --goaway-chance (WithProbabilisticGoaway): only when HTTP/2 is served.

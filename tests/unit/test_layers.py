@@ -29,7 +29,10 @@ ALLOWED: dict[str, set[str]] = {
     # decoding of its configuration file (apimachinery.strict).
     "encryption": {"storage", "apimachinery"},
     "tls": set(),
-    "metrics": {"http"},
+    # The request series are labelled from the resolved request info (auth.requestinfo),
+    # as MonitorRequest reads RequestInfo; a request answered before the resolver ran is
+    # parsed there too.
+    "metrics": {"http", "auth"},
     "healthz": {"http", "apimachinery"},
     "admission": {"apimachinery", "auth"},
     "audit": {"http", "apimachinery", "auth", "options", "tls"},
