@@ -118,6 +118,7 @@ from apiserver.metrics import AuditRecorder, Metrics, StorageMetricsPoller
 from apiserver.metrics.labels import LabelPolicy
 from apiserver.openapi import install_openapi
 from apiserver.options import ServerConfig, ineffective_flags
+from apiserver.options.files import load_config_files
 from apiserver.registry.store import Registry
 from apiserver.service.health import HealthService
 from apiserver.service.http2 import Http2Service
@@ -282,6 +283,10 @@ class Server:
         self.hooks = PostStartHooks(clock, on_fatal=self._hook_failed)
         self.post_start = PostStartService(self.hooks, clock, announce=self._announce)
         self._add_hook("storage-readiness", self._storage_readiness)
+        # The files of flags read nowhere else (--tracing-config-file, the kubelet client and
+        # front-proxy PEM files, ...): a missing or invalid one stops start-up here, naming
+        # the flag and the file (apiserver.options.files).
+        self.config_files = load_config_files(config.values)
         # Encryption at rest (--encryption-provider-config): a bad file stops start-up here
         # (an EncryptionConfigError, a ValueError naming the file); None without the flag.
         self.encryption = self._build_encryption(config, reactor)

@@ -149,6 +149,7 @@ FLAGS: tuple[Flag, ...] = (
         "string",
         "",
         "Host name used in URLs this server generates about itself (e.g. in discovery documents).",
+        implemented=True,
     ),
     _gen(
         "feature-gates",
@@ -156,6 +157,7 @@ FLAGS: tuple[Flag, ...] = (
         {},
         "Feature gates as a comma-separated list of [component:]Name=true|false pairs. "
         "Repeated flags are merged.",
+        implemented=True,
     ),
     _gen(
         "goaway-chance",
@@ -1153,6 +1155,7 @@ FLAGS: tuple[Flag, ...] = (
         "Metrics",
         "Allowed values of a metric label, as metric,label='value1,value2'; other values are "
         "recorded as 'unexpected'. Repeatable.",
+        implemented=True,
     ),
     Flag(
         "allow-metric-labels-manifest",
@@ -1160,6 +1163,7 @@ FLAGS: tuple[Flag, ...] = (
         "",
         "Metrics",
         "File with the allowed metric label values; --allow-metric-labels takes precedence.",
+        implemented=True,
     ),
     Flag(
         "disabled-metrics",
@@ -1177,6 +1181,7 @@ FLAGS: tuple[Flag, ...] = (
         "Metrics",
         "Previous minor version (major.minor) whose deprecated and hidden metrics are shown "
         "again. Only the previous minor is accepted.",
+        implemented=True,
     ),
     # ---- Logs -------------------------------------------------------------------------------
     Flag(

@@ -77,6 +77,12 @@ SEED_FLAGS_FALLBACK = """
 """.split()
 
 IMPLEMENTED = {
+    # issue 14: observability
+    "external-hostname",
+    "feature-gates",
+    "allow-metric-labels",
+    "allow-metric-labels-manifest",
+    "show-hidden-metrics-for-version",
     "goaway-chance",
     "max-connection-bytes-per-sec",
     "admission-control",
