@@ -86,6 +86,7 @@ from apiserver.apimachinery.uid import new_uuid
 from apiserver.audit.build import build_audit
 from apiserver.auth import build_auth
 from apiserver.auth.authn import api_audiences, install_authn_routes
+from apiserver.debug import install_debug
 from apiserver.discovery import install_discovery, runtime_config_enables_events
 from apiserver.discovery.documents import ExtraGroup
 from apiserver.encryption.build import EVENTS as ENCRYPTED_EVENTS
@@ -113,7 +114,7 @@ from apiserver.http.info_routes import index_handler, version_handler
 from apiserver.http.request import HTTPRequest
 from apiserver.http.response import Response
 from apiserver.http.site import ApiSite
-from apiserver.logs import LogFlushService
+from apiserver.logs import LogFlushService, request_logging, set_verbosity
 from apiserver.metrics import AuditRecorder, Metrics, StorageMetricsPoller
 from apiserver.metrics.labels import LabelPolicy
 from apiserver.openapi import install_openapi
@@ -233,7 +234,11 @@ class Server:
         self.reactor = reactor
         clock: IReactorTime = reactor
         self.root = OrderedService()
-        self.root.add(LogFlushService(clock, int(config.v or 0), config.log_flush_frequency))
+        self.root.add(
+            LogFlushService(
+                clock, int(config.v or 0), config.log_flush_frequency, config.vmodule or ()
+            )
+        )
 
         prepare = None
         if store is None:
@@ -302,7 +307,7 @@ class Server:
             request_timeout=config.request_timeout,
             hsts=hsts_value(list(config.strict_transport_security_directives)),
             cors_origins=[re.compile(p) for p in config.cors_allowed_origins],
-            log_requests=config.v >= 3,
+            log_requests=request_logging(config.v, config.vmodule or ()),
         )
         self.lifecycle = Lifecycle(
             clock,
@@ -365,6 +370,15 @@ class Server:
         )
         self.root.add(PartsService("auth-reload", auth_stages.background))
         self.router.add("/metrics", self.metrics.handler(profiling=bool(config.profiling)))
+        # /debug/pprof and /debug/flags (--profiling), /logs (--enable-logs-handler).
+        self.debug = install_debug(
+            self.router,
+            reactor,
+            profiling=bool(config.profiling),
+            contention=bool(config.contention_profiling),
+            logs_handler=bool(config.enable_logs_handler),
+            set_verbosity=self._set_verbosity,
+        )
         self.storage_metrics = StorageMetricsPoller(
             self.metrics,
             clock,
@@ -383,6 +397,8 @@ class Server:
         if self.audit is not None:
             for service in self.audit.services():
                 self.root.add(service)
+        if config.debug_socket_path:
+            self.root.add(self.debug.socket_service(config.debug_socket_path, reactor))
         self.serving = ServingCertService(config)
         self.root.add(self.serving)
         self.site = ApiSite(self.app, log_requests=policy.log_requests, reactor=reactor)
@@ -741,6 +757,11 @@ class Server:
         self.store_ready_check.close()
         if self.reactor.running:
             self.reactor.stop()
+
+    def _set_verbosity(self, level: int) -> None:
+        """``PUT /debug/flags/v``: the new ``-v``, and whether the site logs requests."""
+        set_verbosity(level)
+        self.site.log_requests = request_logging()
 
     def _announce(self) -> None:
         """Start-up notes: config warnings and flags that have no effect yet."""

@@ -34,6 +34,8 @@ ALLOWED: dict[str, set[str]] = {
     # parsed there too.
     "metrics": {"http", "auth"},
     "healthz": {"http", "apimachinery"},
+    # /debug/pprof, /debug/flags, /logs: non-resource handlers behind the chain.
+    "debug": {"http"},
     "admission": {"apimachinery", "auth"},
     "audit": {"http", "apimachinery", "auth", "options", "tls"},
     # auth reads stored ServiceAccounts (and the Secrets, Pods, Nodes a token names) in any

@@ -619,13 +619,15 @@ class ConfigFields:
 
     @property
     def contention_profiling(self) -> bool:
-        """``--contention-profiling``: Enable block profiling as well, when profiling is on."""
+        """``--contention-profiling``: Enable block profiling as well, when profiling is on:
+        /debug/pprof/block and /debug/pprof/mutex?seconds=N sample the stacks of waiting threads.
+        """
         return self._values["contention-profiling"]
 
     @property
     def debug_socket_path(self) -> str:
-        """``--debug-socket-path``: Unix socket serving the profiling handlers without
-        authentication or authorization.
+        """``--debug-socket-path``: Unix socket serving the profiling handlers and /debug/flags/v
+        over plain HTTP, without authentication or authorization.
         """
         return self._values["debug-socket-path"]
 
@@ -1031,7 +1033,9 @@ class ConfigFields:
 
     @property
     def vmodule(self) -> tuple[tuple[str, int], ...]:
-        """``--vmodule``: Per-file verbosity, as comma-separated pattern=N (text format only)."""
+        """``--vmodule``: Per-file verbosity, as comma-separated pattern=N (text format only);
+        the request log is the file httplog.
+        """
         return self._values["vmodule"]
 
     @property
@@ -1074,7 +1078,9 @@ class ConfigFields:
 
     @property
     def enable_logs_handler(self) -> bool:
-        """``--enable-logs-handler``: Serve the files of /var/log at /logs."""
+        """``--enable-logs-handler``: Serve the files of /var/log at /logs (authorized like any
+        non-resource path: system:masters only by default).
+        """
         return self._values["enable-logs-handler"]
 
     @property

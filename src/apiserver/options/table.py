@@ -760,13 +760,17 @@ FLAGS: tuple[Flag, ...] = (
         "contention-profiling",
         "bool",
         False,
-        "Enable block profiling as well, when profiling is on.",
+        "Enable block profiling as well, when profiling is on: /debug/pprof/block and "
+        "/debug/pprof/mutex?seconds=N sample the stacks of waiting threads.",
+        implemented=True,
     ),
     _feat(
         "debug-socket-path",
         "string",
         "",
-        "Unix socket serving the profiling handlers without authentication or authorization.",
+        "Unix socket serving the profiling handlers and /debug/flags/v over plain HTTP, "
+        "without authentication or authorization.",
+        implemented=True,
     ),
     _feat(
         "enable-priority-and-fairness",
@@ -1230,7 +1234,9 @@ FLAGS: tuple[Flag, ...] = (
         "vmodule",
         (),
         "Logs",
-        "Per-file verbosity, as comma-separated pattern=N (text format only).",
+        "Per-file verbosity, as comma-separated pattern=N (text format only); the request "
+        "log is the file httplog.",
+        implemented=True,
     ),
     # ---- Traces -----------------------------------------------------------------------------
     Flag(
@@ -1274,9 +1280,11 @@ FLAGS: tuple[Flag, ...] = (
     _misc(
         "enable-logs-handler",
         "bool",
-        False,
-        "Serve the files of /var/log at /logs.",
+        True,
+        "Serve the files of /var/log at /logs (authorized like any non-resource path: "
+        "system:masters only by default).",
         deprecated="the /logs handler will be removed in a future release",
+        implemented=True,
     ),
     _misc(
         "endpoint-reconciler-type",
