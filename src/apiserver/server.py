@@ -61,7 +61,7 @@ import os
 import re
 import uuid
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IReactorTime
@@ -106,7 +106,7 @@ from apiserver.healthz import (
     render_endpoint,
     render_single,
 )
-from apiserver.http.app import Handler, RequestInfo, Router, ServingPolicy
+from apiserver.http.app import App, Handler, RequestInfo, Router, ServingPolicy
 from apiserver.http.chain import build_handler_chain
 from apiserver.http.goaway import ProbabilisticGoaway
 from apiserver.http.h2 import configure_http2
@@ -134,6 +134,7 @@ from apiserver.service.serving import ServingCertService, default_host
 from apiserver.service.store import CacherService, StoreService
 from apiserver.storage.cacher import Cacher
 from apiserver.storage.interface import Store
+from apiserver.tracing import TracedStore, Tracing, TracingApp
 from apiserver.version import version_info
 
 log = Logger()
@@ -292,6 +293,12 @@ class Server:
         # front-proxy PEM files, ...): a missing or invalid one stops start-up here, naming
         # the flag and the file (apiserver.options.files).
         self.config_files = load_config_files(config.values)
+        # --tracing-config-file (apiserver.tracing): nothing is built without it.
+        self.tracing = (
+            Tracing(self.config_files.tracing, f"apiserver-{uuid.uuid4()}", reactor)
+            if self.config_files.tracing is not None
+            else None
+        )
         # Encryption at rest (--encryption-provider-config): a bad file stops start-up here
         # (an EncryptionConfigError, a ValueError naming the file); None without the flag.
         self.encryption = self._build_encryption(config, reactor)
@@ -302,6 +309,8 @@ class Server:
         self.router = Router()
         self._install_routes()
         self.store = self.cacher if self.cacher is not None else store
+        if self.tracing is not None:
+            self.store = TracedStore(self.store, self.tracing)
         self.events_enabled = runtime_config_enables_events(config.runtime_config or {})
         policy = ServingPolicy(
             request_timeout=config.request_timeout,
@@ -367,6 +376,7 @@ class Server:
                 else None
             ),
             flow_control=self.flow_control.stage,
+            tracing=self.tracing.stage if self.tracing is not None else None,
         )
         self.root.add(PartsService("auth-reload", auth_stages.background))
         self.router.add("/metrics", self.metrics.handler(profiling=bool(config.profiling)))
@@ -397,11 +407,14 @@ class Server:
         if self.audit is not None:
             for service in self.audit.services():
                 self.root.add(service)
+        if self.tracing is not None:
+            self.root.add(self.tracing)
         if config.debug_socket_path:
             self.root.add(self.debug.socket_service(config.debug_socket_path, reactor))
         self.serving = ServingCertService(config)
         self.root.add(self.serving)
-        self.site = ApiSite(self.app, log_requests=policy.log_requests, reactor=reactor)
+        site_app = self.app if self.tracing is None else cast(App, TracingApp(self.app))
+        self.site = ApiSite(site_app, log_requests=policy.log_requests, reactor=reactor)
         self.listener = ListenerService(
             self.site,
             self.serving.context,

@@ -36,6 +36,8 @@ ALLOWED: dict[str, set[str]] = {
     "healthz": {"http", "apimachinery"},
     # /debug/pprof, /debug/flags, /logs: non-resource handlers behind the chain.
     "debug": {"http"},
+    # Tracing: a chain stage (http) configured by --tracing-config-file (options.files).
+    "tracing": {"http", "options"},
     "admission": {"apimachinery", "auth"},
     "audit": {"http", "apimachinery", "auth", "options", "tls"},
     # auth reads stored ServiceAccounts (and the Secrets, Pods, Nodes a token names) in any

@@ -1040,7 +1040,12 @@ class ConfigFields:
 
     @property
     def tracing_config_file(self) -> str:
-        """``--tracing-config-file``: File configuring tracing."""
+        """``--tracing-config-file``: File with the TracingConfiguration
+        (apiserver.config.k8s.io/v1: endpoint, default localhost:4317, and
+        samplingRatePerMillion): request and storage spans are exported there over OTLP/gRPC; a
+        sampled W3C traceparent from system:masters or system:monitoring is the request span's
+        parent.
+        """
         return self._values["tracing-config-file"]
 
     @property

@@ -1244,7 +1244,11 @@ FLAGS: tuple[Flag, ...] = (
         "string",
         "",
         "Traces",
-        "File configuring tracing.",
+        "File with the TracingConfiguration (apiserver.config.k8s.io/v1: endpoint, default "
+        "localhost:4317, and samplingRatePerMillion): request and storage spans are exported "
+        "there over OTLP/gRPC; a sampled W3C traceparent from system:masters or "
+        "system:monitoring is the request span's parent.",
+        implemented=True,
     ),
     # ---- Misc -------------------------------------------------------------------------------
     _misc(

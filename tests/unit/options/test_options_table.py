@@ -87,6 +87,7 @@ IMPLEMENTED = {
     "debug-socket-path",
     "vmodule",
     "enable-logs-handler",
+    "tracing-config-file",
     "goaway-chance",
     "max-connection-bytes-per-sec",
     "admission-control",
