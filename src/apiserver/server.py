@@ -135,7 +135,7 @@ from apiserver.service.store import CacherService, StoreService
 from apiserver.storage.cacher import Cacher
 from apiserver.storage.interface import Store
 from apiserver.tracing import TracedStore, Tracing, TracingApp
-from apiserver.version import version_info
+from apiserver.version import kube_component_version, version_info
 
 log = Logger()
 
@@ -519,7 +519,17 @@ class Server:
         for endpoint in ("healthz", "livez", "readyz"):
             router.add(f"/{endpoint}", self._health_handler(endpoint))
             router.add_prefix(f"/{endpoint}/", self._single_check_handler(endpoint))
-        version = version_handler(version_info(self.config.version or _default_version()))
+        # --emulated-version and --min-compatibility-version are reflected in /version's
+        # emulation fields (k8s.io/component-base compatibility).
+        version = version_handler(
+            version_info(
+                self.config.version or _default_version(),
+                emulated=kube_component_version(self.config.emulated_version or ()),
+                min_compatibility=kube_component_version(
+                    self.config.min_compatibility_version or ()
+                ),
+            )
+        )
         router.add("/version", version)
         router.add("/version/", version)
         router.add("/", index_handler(self._paths))

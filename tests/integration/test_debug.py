@@ -180,3 +180,15 @@ def test_a_missing_config_file_stops_start_up_naming_flag_and_file(
     assert daemon.proc.wait(60) != 0
     log = daemon.log()
     assert flag in log and str(missing) in log, log[-2000:]
+
+
+def test_version_reflects_the_emulated_version(start_daemon: Callable[..., Daemon]) -> None:
+    import json
+
+    daemon = start_daemon(["--emulated-version=1.34", "--min-compatibility-version=1.33"])
+    document = json.loads(daemon.get("/version")[2])
+    assert (document["major"], document["minor"]) == ("1", "35")
+    assert (document["emulationMajor"], document["emulationMinor"]) == ("1", "34")
+    assert document["minCompatibilityMinor"] == "33"
+    # Both act: neither is logged as having no effect.
+    assert "--emulated-version has no effect" not in daemon.log()

@@ -135,6 +135,7 @@ FLAGS: tuple[Flag, ...] = (
         "Versions whose capabilities (APIs, features) the server emulates, as "
         "[component=]major.minor, e.g. kube=1.34. The emulated version must be between three "
         "minors below the binary version and the binary version. Defaults to the binary version.",
+        implemented=True,
     ),
     _gen(
         "emulation-forward-compatible",
@@ -201,6 +202,7 @@ FLAGS: tuple[Flag, ...] = (
         (),
         "Lowest control-plane version the server stays compatible with, as "
         "[component=]major.minor. Defaults to one minor below the emulated version.",
+        implemented=True,
     ),
     _gen(
         "min-request-timeout",

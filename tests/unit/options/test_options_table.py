@@ -88,6 +88,8 @@ IMPLEMENTED = {
     "vmodule",
     "enable-logs-handler",
     "tracing-config-file",
+    "emulated-version",
+    "min-compatibility-version",
     "goaway-chance",
     "max-connection-bytes-per-sec",
     "admission-control",
