@@ -117,6 +117,12 @@ from apiserver.http.site import ApiSite
 from apiserver.logs import LogFlushService, request_logging, set_verbosity
 from apiserver.metrics import AuditRecorder, Metrics, StorageMetricsPoller
 from apiserver.metrics.labels import LabelPolicy
+from apiserver.metrics.storage import (
+    STORAGE_SERIES,
+    StorageCollector,
+    StoreTimings,
+    TimedStore,
+)
 from apiserver.openapi import install_openapi
 from apiserver.options import ServerConfig, ineffective_flags
 from apiserver.options.files import load_config_files
@@ -251,6 +257,12 @@ class Server:
                     os.makedirs(data_dir, exist_ok=True)
 
         backend = store.kind
+        # etcd_request_duration_seconds and friends (apiserver.metrics.storage): the backend's
+        # calls are timed below the watch cache, unless --disabled-metrics names all three.
+        self.store_timings: StoreTimings | None = None
+        if not set(STORAGE_SERIES) <= set(config.disabled_metrics or ()):
+            self.store_timings = StoreTimings(config.store_prefix.encode())
+            store = cast(Store, TimedStore(store, self.store_timings, clock))
         self.cacher = make_cacher(config, store, clock)
         self.store_service = StoreService(store, clock, prepare=prepare)
         self.cacher_service = (
@@ -340,6 +352,10 @@ class Server:
             git_version=config.version,
         )
         self.metrics.bind_fast_path()
+        if self.store_timings is not None:
+            self.metrics.registry.register(
+                StorageCollector(self.store_timings, self.metrics.policy.enabled)
+            )
         if self.encryption is not None:
             self.metrics.registry.register(self.encryption.metrics)
         # Admission plugins (apiserver.admission.config): a bad --admission-control-config-file

@@ -119,6 +119,9 @@ def test_every_series_of_the_monitoring_mixin_is_exposed(
                         if not any(label in labels.get(m, set()) for m in selected):
                             missing.append(f"{section}/{name}: no selected series has {label}")
     assert not missing, "\n".join(missing)
+    # The backend's calls, labelled as kube-apiserver's etcd3 store labels them.
+    assert "operation" in labels["etcd_request_duration_seconds_bucket"]
+    assert 'etcd_requests_total{group="",operation="create",resource="events"}' in text
     # The read SLO's buckets hold the requests made above.
     assert "apiserver_request_sli_duration_seconds_bucket" in labels
     assert {"1", "5", "30"} <= bounds["apiserver_request_sli_duration_seconds_bucket"]

@@ -191,3 +191,39 @@ def test_build_info_and_process_series() -> None:
     assert "process_resident_memory_bytes " in out
     assert "process_cpu_seconds_total " in out
     assert "go_goroutines " in out
+
+
+def test_storage_calls_are_timed_per_operation_and_resource() -> None:
+    from twisted.internet.defer import fail, succeed
+    from twisted.internet.task import Clock
+
+    from apiserver.metrics.storage import StorageCollector, StoreTimings, TimedStore
+
+    class Backend:
+        kind = "sqlite"
+        capabilities = "declared"
+
+        def get(self, key: bytes, revision: int = 0) -> object:
+            clock.advance(0.03)
+            return succeed(key)
+
+        def create(self, key: bytes, value: bytes, ttl: int = 0) -> object:
+            return fail(ValueError("exists"))
+
+    clock = Clock()
+    timings = StoreTimings(b"/registry")
+    store = TimedStore(Backend(), timings, clock)
+    assert store.capabilities == "declared" and store.kind == "sqlite"
+    store.get(b"/registry/flowschemas/a")
+    store.create(b"/registry/events/ns/b", b"").addErrback(lambda f: None)
+    metrics = Metrics()
+    metrics.registry.register(StorageCollector(timings, metrics.policy.enabled))
+    out = text(metrics)
+    duration = "etcd_request_duration_seconds_bucket"
+    group = "flowcontrol.apiserver.k8s.io"
+    flowschemas = {"operation": "get", "group": group, "resource": "flowschemas"}
+    assert value(out, duration, le="0.025", **flowschemas) == 0
+    assert value(out, duration, le="0.05", **flowschemas) == 1
+    assert value(out, "etcd_requests_total", **flowschemas) == 1
+    events = {"operation": "create", "group": "", "resource": "events"}
+    assert value(out, "etcd_request_errors_total", **events) == 1
