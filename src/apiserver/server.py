@@ -117,6 +117,7 @@ from apiserver.http.site import ApiSite
 from apiserver.logs import LogFlushService, request_logging, set_verbosity
 from apiserver.metrics import AuditRecorder, Metrics, StorageMetricsPoller
 from apiserver.metrics.labels import LabelPolicy
+from apiserver.metrics.slis import HealthSLIs
 from apiserver.metrics.storage import (
     STORAGE_SERIES,
     StorageCollector,
@@ -396,6 +397,9 @@ class Server:
         )
         self.root.add(PartsService("auth-reload", auth_stages.background))
         self.router.add("/metrics", self.metrics.handler(profiling=bool(config.profiling)))
+        self.slis = HealthSLIs()
+        self.health.observe = self.slis.observe
+        self.router.add("/metrics/slis", self.slis.handler(profiling=bool(config.profiling)))
         # /debug/pprof and /debug/flags (--profiling), /logs (--enable-logs-handler).
         self.debug = install_debug(
             self.router,

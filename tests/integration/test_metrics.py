@@ -119,6 +119,10 @@ def test_every_series_of_the_monitoring_mixin_is_exposed(
                         if not any(label in labels.get(m, set()) for m in selected):
                             missing.append(f"{section}/{name}: no selected series has {label}")
     assert not missing, "\n".join(missing)
+    # /metrics/slis: the health checks the readiness probes above ran.
+    slis = daemon.get("/metrics/slis")[2].decode()
+    assert 'kubernetes_healthcheck{name="ping",type="readyz"} 1.0' in slis
+    assert 'kubernetes_healthchecks_total{name="ping",status="success",type="readyz"}' in slis
     # The backend's calls, labelled as kube-apiserver's etcd3 store labels them.
     assert "operation" in labels["etcd_request_duration_seconds_bucket"]
     assert 'etcd_requests_total{group="",operation="create",resource="events"}' in text
