@@ -86,6 +86,7 @@ from apiserver.apimachinery.uid import new_uuid
 from apiserver.audit.build import build_audit
 from apiserver.auth import build_auth
 from apiserver.auth.authn import api_audiences, install_authn_routes
+from apiserver.auth.authn.x509 import X509Authenticator
 from apiserver.debug import install_debug
 from apiserver.discovery import install_discovery, runtime_config_enables_events
 from apiserver.discovery.documents import ExtraGroup
@@ -369,6 +370,7 @@ class Server:
             config_file=config.admission_control_config_file,
         )
         auth_stages = self.auth_stages = build_auth(config, reactor, self.store)
+        self._observe_client_certificates(auth_stages.authentication.authenticator)
         # Audit (--audit-policy-file): a bad policy stops start-up here (a ValueError).
         self.audit = build_audit(config, reactor, AuditRecorder(self.metrics))
         audit_stage = self.audit.stage if self.audit is not None else None
@@ -800,6 +802,18 @@ class Server:
         self.store_ready_check.close()
         if self.reactor.running:
             self.reactor.stop()
+
+    def _observe_client_certificates(self, authenticator: Any) -> None:
+        """``apiserver_client_certificate_expiration_seconds``: the x509 authenticator tells
+        each verified leaf's expiry (k8s.io/apiserver pkg/authentication/request/x509)."""
+        histogram = self.metrics.client_cert_expiration
+        seconds = self.reactor.seconds
+        union = getattr(authenticator, "union", None)
+        for candidate in getattr(union, "authenticators", ()):
+            if isinstance(candidate, X509Authenticator):
+                candidate.observe_expiry = lambda not_after: histogram.observe(
+                    not_after - seconds()
+                )
 
     def _set_verbosity(self, level: int) -> None:
         """``PUT /debug/flags/v``: the new ``-v``, and whether the site logs requests."""

@@ -119,6 +119,13 @@ def test_every_series_of_the_monitoring_mixin_is_exposed(
                         if not any(label in labels.get(m, set()) for m in selected):
                             missing.append(f"{section}/{name}: no selected series has {label}")
     assert not missing, "\n".join(missing)
+    # The client certificate the test presents is observed (seconds to its expiry).
+    count = next(
+        f.samples
+        for f in text_string_to_metric_families(text)
+        if f.name == "apiserver_client_certificate_expiration_seconds"
+    )
+    assert any(s.name.endswith("_count") and s.value > 0 for s in count)
     # /metrics/slis: the health checks the readiness probes above ran.
     slis = daemon.get("/metrics/slis")[2].decode()
     assert 'kubernetes_healthcheck{name="ping",type="readyz"} 1.0' in slis
