@@ -146,12 +146,6 @@ class Metrics:
             "Size of the storage database file physically allocated in bytes.",
             ("storage_cluster_id",),
         )
-        self.tls_handshake_errors = self._make(
-            Counter,
-            "apiserver_tls_handshake_errors_total",
-            "Number of requests dropped with 'TLS handshake error from' error",
-            (),
-        )
         self.client_cert_expiration = self._make(
             Histogram,
             "apiserver_client_certificate_expiration_seconds",
