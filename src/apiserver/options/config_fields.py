@@ -233,7 +233,8 @@ class ConfigFields:
     @property
     def storage_backend(self) -> str:
         """``--storage-backend``: Storage backend: etcd3, or empty for the default (the embedded
-        store, or etcd3 when --store-servers are given).
+        store, or etcd3 when --store-servers are given). The backend follows --store-servers;
+        etcd3 here only makes them required.
         """
         return self._values["storage-backend"]
 
@@ -356,7 +357,8 @@ class ConfigFields:
     @property
     def permit_address_sharing(self) -> bool:
         """``--permit-address-sharing``: Bind with SO_REUSEADDR, so that the address can be bound
-        again while old connections are in TIME_WAIT.
+        again while old connections are in TIME_WAIT. Twisted sets SO_REUSEADDR on every
+        listening socket, so the address can always be reused, whatever this flag says.
         """
         return self._values["permit-address-sharing"]
 

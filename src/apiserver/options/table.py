@@ -316,8 +316,8 @@ FLAGS: tuple[Flag, ...] = (
         "string",
         "",
         "Storage backend: etcd3, or empty for the default (the embedded store, or etcd3 when "
-        "--store-servers are given).",
-        implemented=True,
+        "--store-servers are given). The backend follows --store-servers; etcd3 here only "
+        "makes them required.",
     ),
     _etcd(
         "storage-media-type",
@@ -471,8 +471,8 @@ FLAGS: tuple[Flag, ...] = (
         "bool",
         False,
         "Bind with SO_REUSEADDR, so that the address can be bound again while old connections "
-        "are in TIME_WAIT.",
-        implemented=True,
+        "are in TIME_WAIT. Twisted sets SO_REUSEADDR on every listening socket, so the "
+        "address can always be reused, whatever this flag says.",
     ),
     _tls(
         "permit-port-sharing",
