@@ -11,6 +11,11 @@ report gives each side's median over the rounds and the ratio B / A of the media
     python bench/ab_bench.py --b-flags "--foo=bar" --name foo
     python bench/ab_bench.py --a-tree /path/to/old/checkout --name before-after
     python bench/ab_bench.py --preset encryption        # identity vs aescbc vs aesgcm (issue 15)
+    python bench/ab_bench.py --preset metrics --only get-h1,get-h2  # metrics off vs on (issue 14)
+
+The ``metrics`` preset turns every request series off on side A with ``--disabled-metrics``
+(the server then records nothing per request: the app gets no recorder) and leaves them on
+on side B, so B / A is the request metrics' cost (issue 14: at least 0.95 on GET).
 
 The ``encryption`` preset runs three daemons in the same run, each with an
 ``--encryption-provider-config`` for events written into its work directory: identity (A),
@@ -50,7 +55,21 @@ MEASUREMENTS: tuple[tuple[str, str, str], ...] = (
     ("list", "h1", "list of 500, HTTP/1.1"),
 )
 
+#: Every request series (apiserver.metrics.requests): with all of them disabled the server
+#: records nothing per request.
+REQUEST_SERIES = (
+    "apiserver_request_total,apiserver_request_duration_seconds,"
+    "apiserver_request_sli_duration_seconds,apiserver_response_sizes,"
+    "apiserver_current_inflight_requests,apiserver_longrunning_requests"
+)
+
 PRESETS: dict[str, dict[str, str]] = {
+    # Issue 14: the request metrics' cost per request.
+    "metrics": {
+        "a_label": "without request metrics",
+        "a_flags": f"--disabled-metrics={REQUEST_SERIES}",
+        "b_label": "with request metrics",
+    },
     # Issue 12: every request at Metadata level to a log file in batch mode.
     "audit": {"a_label": "without audit", "b_label": "with audit", "b_audit": "1"},
     # Issue 15: encryption at rest, identity against aescbc and aesgcm (a third side, C).
@@ -171,13 +190,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     a = Side(
         preset.get("a_label", args.a_label),
-        shlex.split(args.a_flags),
+        shlex.split(preset.get("a_flags", args.a_flags)),
         args.a_tree.resolve(),
         bool(preset.get("a_audit")),
     )
     b = Side(
         preset.get("b_label", args.b_label),
-        shlex.split(args.b_flags),
+        shlex.split(preset.get("b_flags", args.b_flags)),
         args.b_tree.resolve(),
         bool(preset.get("b_audit")),
     )

@@ -61,7 +61,7 @@ import os
 import re
 import uuid
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IReactorTime
@@ -86,6 +86,8 @@ from apiserver.apimachinery.uid import new_uuid
 from apiserver.audit.build import build_audit
 from apiserver.auth import build_auth
 from apiserver.auth.authn import api_audiences, install_authn_routes
+from apiserver.auth.authn.x509 import X509Authenticator
+from apiserver.debug import install_debug
 from apiserver.discovery import install_discovery, runtime_config_enables_events
 from apiserver.discovery.documents import ExtraGroup
 from apiserver.encryption.build import EVENTS as ENCRYPTED_EVENTS
@@ -105,7 +107,7 @@ from apiserver.healthz import (
     render_endpoint,
     render_single,
 )
-from apiserver.http.app import Handler, RequestInfo, Router, ServingPolicy
+from apiserver.http.app import App, Handler, RequestInfo, Router, ServingPolicy
 from apiserver.http.chain import build_handler_chain
 from apiserver.http.goaway import ProbabilisticGoaway
 from apiserver.http.h2 import configure_http2
@@ -113,10 +115,19 @@ from apiserver.http.info_routes import index_handler, version_handler
 from apiserver.http.request import HTTPRequest
 from apiserver.http.response import Response
 from apiserver.http.site import ApiSite
-from apiserver.logs import LogFlushService
+from apiserver.logs import LogFlushService, request_logging, set_verbosity
 from apiserver.metrics import AuditRecorder, Metrics, StorageMetricsPoller
+from apiserver.metrics.labels import LabelPolicy
+from apiserver.metrics.slis import HealthSLIs
+from apiserver.metrics.storage import (
+    STORAGE_SERIES,
+    StorageCollector,
+    StoreTimings,
+    TimedStore,
+)
 from apiserver.openapi import install_openapi
 from apiserver.options import ServerConfig, ineffective_flags
+from apiserver.options.files import load_config_files
 from apiserver.registry.store import Registry
 from apiserver.service.health import HealthService
 from apiserver.service.http2 import Http2Service
@@ -131,7 +142,8 @@ from apiserver.service.serving import ServingCertService, default_host
 from apiserver.service.store import CacherService, StoreService
 from apiserver.storage.cacher import Cacher
 from apiserver.storage.interface import Store
-from apiserver.version import version_info
+from apiserver.tracing import TracedStore, Tracing, TracingApp
+from apiserver.version import kube_component_version, version_info
 
 log = Logger()
 
@@ -231,7 +243,11 @@ class Server:
         self.reactor = reactor
         clock: IReactorTime = reactor
         self.root = OrderedService()
-        self.root.add(LogFlushService(clock, int(config.v or 0), config.log_flush_frequency))
+        self.root.add(
+            LogFlushService(
+                clock, int(config.v or 0), config.log_flush_frequency, config.vmodule or ()
+            )
+        )
 
         prepare = None
         if store is None:
@@ -243,6 +259,12 @@ class Server:
                     os.makedirs(data_dir, exist_ok=True)
 
         backend = store.kind
+        # etcd_request_duration_seconds and friends (apiserver.metrics.storage): the backend's
+        # calls are timed below the watch cache, unless --disabled-metrics names all three.
+        self.store_timings: StoreTimings | None = None
+        if not set(STORAGE_SERIES) <= set(config.disabled_metrics or ()):
+            self.store_timings = StoreTimings(config.store_prefix.encode())
+            store = cast(Store, TimedStore(store, self.store_timings, clock))
         self.cacher = make_cacher(config, store, clock)
         self.store_service = StoreService(store, clock, prepare=prepare)
         self.cacher_service = (
@@ -281,6 +303,16 @@ class Server:
         self.hooks = PostStartHooks(clock, on_fatal=self._hook_failed)
         self.post_start = PostStartService(self.hooks, clock, announce=self._announce)
         self._add_hook("storage-readiness", self._storage_readiness)
+        # The files of flags read nowhere else (--tracing-config-file, the kubelet client and
+        # front-proxy PEM files, ...): a missing or invalid one stops start-up here, naming
+        # the flag and the file (apiserver.options.files).
+        self.config_files = load_config_files(config.values)
+        # --tracing-config-file (apiserver.tracing): nothing is built without it.
+        self.tracing = (
+            Tracing(self.config_files.tracing, f"apiserver-{uuid.uuid4()}", reactor)
+            if self.config_files.tracing is not None
+            else None
+        )
         # Encryption at rest (--encryption-provider-config): a bad file stops start-up here
         # (an EncryptionConfigError, a ValueError naming the file); None without the flag.
         self.encryption = self._build_encryption(config, reactor)
@@ -291,12 +323,14 @@ class Server:
         self.router = Router()
         self._install_routes()
         self.store = self.cacher if self.cacher is not None else store
+        if self.tracing is not None:
+            self.store = TracedStore(self.store, self.tracing)
         self.events_enabled = runtime_config_enables_events(config.runtime_config or {})
         policy = ServingPolicy(
             request_timeout=config.request_timeout,
             hsts=hsts_value(list(config.strict_transport_security_directives)),
             cors_origins=[re.compile(p) for p in config.cors_allowed_origins],
-            log_requests=config.v >= 3,
+            log_requests=request_logging(config.v, config.vmodule or ()),
         )
         self.lifecycle = Lifecycle(
             clock,
@@ -308,7 +342,22 @@ class Server:
             stop_process=self._stop_process,
             on_initiated=self._shutdown_initiated,
         )
-        self.metrics = Metrics(disabled=config.disabled_metrics or ())
+        # Metrics (apiserver.metrics.labels): a bad --allow-metric-labels-manifest stops
+        # start-up here (a ManifestError, a ValueError naming the flag and the file).
+        self.metrics = Metrics(
+            policy=LabelPolicy.from_flags(
+                config.disabled_metrics or (),
+                config.show_hidden_metrics_for_version or "",
+                config.allow_metric_labels or {},
+                config.allow_metric_labels_manifest or "",
+            ),
+            git_version=config.version,
+        )
+        self.metrics.bind_fast_path()
+        if self.store_timings is not None:
+            self.metrics.registry.register(
+                StorageCollector(self.store_timings, self.metrics.policy.enabled)
+            )
         if self.encryption is not None:
             self.metrics.registry.register(self.encryption.metrics)
         # Admission plugins (apiserver.admission.config): a bad --admission-control-config-file
@@ -321,6 +370,7 @@ class Server:
             config_file=config.admission_control_config_file,
         )
         auth_stages = self.auth_stages = build_auth(config, reactor, self.store)
+        self._observe_client_certificates(auth_stages.authentication.authenticator)
         # Audit (--audit-policy-file): a bad policy stops start-up here (a ValueError).
         self.audit = build_audit(config, reactor, AuditRecorder(self.metrics))
         audit_stage = self.audit.stage if self.audit is not None else None
@@ -335,7 +385,7 @@ class Server:
             clock,
             policy,
             gate=self.lifecycle,
-            metrics=self.metrics,
+            metrics=self.metrics if self.metrics.records_requests else None,
             auth=auth_stages,
             audit=audit_stage,
             # --goaway-chance (WithProbabilisticGoaway): only when HTTP/2 is served.
@@ -345,9 +395,22 @@ class Server:
                 else None
             ),
             flow_control=self.flow_control.stage,
+            tracing=self.tracing.stage if self.tracing is not None else None,
         )
         self.root.add(PartsService("auth-reload", auth_stages.background))
         self.router.add("/metrics", self.metrics.handler(profiling=bool(config.profiling)))
+        self.slis = HealthSLIs()
+        self.health.observe = self.slis.observe
+        self.router.add("/metrics/slis", self.slis.handler(profiling=bool(config.profiling)))
+        # /debug/pprof and /debug/flags (--profiling), /logs (--enable-logs-handler).
+        self.debug = install_debug(
+            self.router,
+            reactor,
+            profiling=bool(config.profiling),
+            contention=bool(config.contention_profiling),
+            logs_handler=bool(config.enable_logs_handler),
+            set_verbosity=self._set_verbosity,
+        )
         self.storage_metrics = StorageMetricsPoller(
             self.metrics,
             clock,
@@ -366,9 +429,14 @@ class Server:
         if self.audit is not None:
             for service in self.audit.services():
                 self.root.add(service)
+        if self.tracing is not None:
+            self.root.add(self.tracing)
+        if config.debug_socket_path:
+            self.root.add(self.debug.socket_service(config.debug_socket_path, reactor))
         self.serving = ServingCertService(config)
         self.root.add(self.serving)
-        self.site = ApiSite(self.app, log_requests=policy.log_requests, reactor=reactor)
+        site_app = self.app if self.tracing is None else cast(App, TracingApp(self.app))
+        self.site = ApiSite(site_app, log_requests=policy.log_requests, reactor=reactor)
         self.listener = ListenerService(
             self.site,
             self.serving.context,
@@ -473,7 +541,17 @@ class Server:
         for endpoint in ("healthz", "livez", "readyz"):
             router.add(f"/{endpoint}", self._health_handler(endpoint))
             router.add_prefix(f"/{endpoint}/", self._single_check_handler(endpoint))
-        version = version_handler(version_info(self.config.version or _default_version()))
+        # --emulated-version and --min-compatibility-version are reflected in /version's
+        # emulation fields (k8s.io/component-base compatibility).
+        version = version_handler(
+            version_info(
+                self.config.version or _default_version(),
+                emulated=kube_component_version(self.config.emulated_version or ()),
+                min_compatibility=kube_component_version(
+                    self.config.min_compatibility_version or ()
+                ),
+            )
+        )
         router.add("/version", version)
         router.add("/version/", version)
         router.add("/", index_handler(self._paths))
@@ -724,6 +802,23 @@ class Server:
         self.store_ready_check.close()
         if self.reactor.running:
             self.reactor.stop()
+
+    def _observe_client_certificates(self, authenticator: Any) -> None:
+        """``apiserver_client_certificate_expiration_seconds``: the x509 authenticator tells
+        each verified leaf's expiry (k8s.io/apiserver pkg/authentication/request/x509)."""
+        histogram = self.metrics.client_cert_expiration
+        seconds = self.reactor.seconds
+        union = getattr(authenticator, "union", None)
+        for candidate in getattr(union, "authenticators", ()):
+            if isinstance(candidate, X509Authenticator):
+                candidate.observe_expiry = lambda not_after: histogram.observe(
+                    not_after - seconds()
+                )
+
+    def _set_verbosity(self, level: int) -> None:
+        """``PUT /debug/flags/v``: the new ``-v``, and whether the site logs requests."""
+        set_verbosity(level)
+        self.site.log_requests = request_logging()
 
     def _announce(self) -> None:
         """Start-up notes: config warnings and flags that have no effect yet."""

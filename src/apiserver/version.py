@@ -56,11 +56,42 @@ def _platform() -> str:
     return f"{sys.platform}/{arch}"
 
 
-def version_info(git_version: str = DEFAULT_GIT_VERSION) -> VersionInfo:
-    """The ``/version`` document for ``git_version`` (default: ours)."""
+def kube_component_version(
+    entries: tuple[str, ...] | list[str], component: str = "kube"
+) -> tuple[int, int] | None:
+    """The ``major.minor`` given for ``component`` in ``--emulated-version`` or
+    ``--min-compatibility-version`` (``[component=]major.minor`` entries, already
+    validated), or None."""
+    for entry in entries:
+        name, eq, version = entry.partition("=")
+        if not eq:
+            name, version = "kube", entry
+        if name.strip() != component:
+            continue
+        major, _, minor = version.strip().partition(".")
+        try:
+            return int(major), int(minor.split(".")[0])
+        except ValueError:
+            return None
+    return None
+
+
+def version_info(
+    git_version: str = DEFAULT_GIT_VERSION,
+    emulated: tuple[int, int] | None = None,
+    min_compatibility: tuple[int, int] | None = None,
+) -> VersionInfo:
+    """The ``/version`` document for ``git_version`` (default: ours).
+
+    ``emulationMajor``/``emulationMinor`` are ``--emulated-version`` (default: the binary's
+    version) and ``minCompatibilityMajor``/``minCompatibilityMinor`` are
+    ``--min-compatibility-version`` (default: one minor below the emulated version), as
+    k8s.io/component-base ``compatibility`` reports them in ``/version``.
+    """
     parsed = parse_semver(git_version) or (1, 35, 0)
     major, minor = str(parsed[0]), str(parsed[1])
-    prev_minor = str(max(parsed[1] - 1, 0))
+    emu = emulated or (parsed[0], parsed[1])
+    compat = min_compatibility or (emu[0], max(emu[1] - 1, 0))
     return VersionInfo(
         major=major,
         minor=minor,
@@ -71,8 +102,8 @@ def version_info(git_version: str = DEFAULT_GIT_VERSION) -> VersionInfo:
         goVersion=f"python{platform.python_version()}",
         compiler="cpython",
         platform=_platform(),
-        emulationMajor=major,
-        emulationMinor=minor,
-        minCompatibilityMajor=major,
-        minCompatibilityMinor=prev_minor,
+        emulationMajor=str(emu[0]),
+        emulationMinor=str(emu[1]),
+        minCompatibilityMajor=str(compat[0]),
+        minCompatibilityMinor=str(compat[1]),
     )

@@ -36,6 +36,7 @@ class FakeRequest:
         self.transport: object = None
         self.code = 200
         self.startedWriting = 0
+        self.sentLength = 0
         self.finished = 0
         self._disconnected = False
         self.written: list[bytes] = []
@@ -54,6 +55,7 @@ class FakeRequest:
 
     def write(self, data: bytes) -> None:
         self.startedWriting = 1
+        self.sentLength += len(data)
         self.written.append(data)
 
     def finish(self) -> None:

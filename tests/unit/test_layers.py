@@ -29,8 +29,15 @@ ALLOWED: dict[str, set[str]] = {
     # decoding of its configuration file (apimachinery.strict).
     "encryption": {"storage", "apimachinery"},
     "tls": set(),
-    "metrics": {"http"},
+    # The request series are labelled from the resolved request info (auth.requestinfo),
+    # as MonitorRequest reads RequestInfo; a request answered before the resolver ran is
+    # parsed there too.
+    "metrics": {"http", "auth"},
     "healthz": {"http", "apimachinery"},
+    # /debug/pprof, /debug/flags, /logs: non-resource handlers behind the chain.
+    "debug": {"http"},
+    # Tracing: a chain stage (http) configured by --tracing-config-file (options.files).
+    "tracing": {"http", "options"},
     "admission": {"apimachinery", "auth"},
     "audit": {"http", "apimachinery", "auth", "options", "tls"},
     # auth reads stored ServiceAccounts (and the Secrets, Pods, Nodes a token names) in any

@@ -89,11 +89,14 @@ def render_endpoint(
         failed: list[str] = []
         details: list[str] = []
         ran = iter(reasons)
+        observe = registry.observe
         for check, run in plan:
             if not run:
                 lines.append(f"[+]{check.name} excluded: ok\n")
                 continue
             reason = next(ran)
+            if observe is not None:
+                observe(check.name, endpoint, reason is None)
             if reason is None:
                 lines.append(f"[+]{check.name} ok\n")
             else:

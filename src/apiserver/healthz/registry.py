@@ -7,6 +7,8 @@ check) and ``genericapiserver.go`` ``PrepareRun`` (``shutdown`` appended to read
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IReactorTime
 
@@ -40,6 +42,10 @@ class HealthRegistry:
         self.livez_grace_period = livez_grace_period
         self.start_time = self._clock.seconds() if start_time is None else start_time
         self._lists: dict[str, list[HealthCheck]] = {name: [] for name in ENDPOINTS}
+        #: Told each check's outcome on the three endpoints (name, endpoint, passed): the
+        #: health SLIs of ``/metrics/slis`` (k8s.io/component-base ``metrics/prometheus/
+        #: slis``, observed by ``handleRootHealth``); None: nobody listens.
+        self.observe: Callable[[str, str, bool], None] | None = None
         self._last_readyz: list[HealthCheck] = []
         self.has_been_ready: Deferred[None] = Deferred()
 

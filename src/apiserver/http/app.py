@@ -247,7 +247,9 @@ class RequestMetrics(Protocol):
 
     def request_started(self, info: RequestInfo) -> None: ...
 
-    def request_finished(self, info: RequestInfo, code: int, seconds: float) -> None: ...
+    def request_finished(
+        self, info: RequestInfo, code: int, seconds: float, request: HTTPRequest | None = None
+    ) -> None: ...
 
 
 CORS_ALLOW_METHODS = "POST, GET, OPTIONS, PUT, DELETE, PATCH"
@@ -362,7 +364,9 @@ class App:
                 if gate is not None:
                     gate.request_finished(info)
                 if metrics is not None:
-                    metrics.request_finished(info, request.code, self.clock.seconds() - started)
+                    metrics.request_finished(
+                        info, request.code, self.clock.seconds() - started, request
+                    )
 
             request.notifyFinish().addBoth(finished)
 

@@ -46,6 +46,7 @@ def build_handler_chain(
     metrics: RequestMetrics | None = None,
     auth: AuthSlots | None = None,
     audit: Filter | None = None,
+    tracing: Filter | None = None,
     flow_control: Filter | None = None,
     goaway: Callable[[HTTPRequest], None] | None = None,
 ) -> App:
@@ -62,6 +63,7 @@ def build_handler_chain(
     ``policy.request_timeout``, ``?timeout=``   WithRequestDeadline, WithTimeoutFor...Requests
     ``auth.request_info``                       (WithRequestInfo's resolver, see below)
     ``auth.authentication``                     WithAuthentication
+    ``tracing`` (``--tracing-config-file``)     WithTracing
     ``audit``                                   WithAudit
     ``auth.impersonation``                      WithImpersonation
     ``flow_control``                            WithPriorityAndFairness / WithMaxInFlightLimit
@@ -80,6 +82,7 @@ def build_handler_chain(
     slots: tuple[Filter | None, ...] = (
         auth.request_info if auth is not None else None,
         auth.authentication if auth is not None else None,
+        tracing,
         audit,
         auth.impersonation if auth is not None else None,
         flow_control,

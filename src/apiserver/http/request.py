@@ -79,6 +79,10 @@ class HTTPRequest(Protocol):
         """True once the status line and headers are out."""
 
     @property
+    def sentLength(self) -> int:
+        """Bytes of body written so far (``apiserver_response_sizes``)."""
+
+    @property
     def finished(self) -> int:
         """True once ``finish`` was called."""
 

@@ -1,11 +1,14 @@
-"""``/metrics``: the request and storage series of kube-apiserver, in Prometheus text.
+"""``/metrics``: the request, storage, audit and process series of kube-apiserver.
 
-Follows k8s.io/apiserver ``pkg/endpoints/metrics/metrics.go`` (``apiserver_request_total``,
-``apiserver_request_duration_seconds``, ``apiserver_current_inflight_requests``,
-``apiserver_longrunning_requests``) and ``pkg/storage/etcd3/metrics`` (``apiserver_storage_objects``
-polled every ``--store-count-metric-poll-period``, ``apiserver_storage_db_total_size_in_bytes``
-every ``--store-db-metric-poll-interval``). prometheus-client does the bookkeeping and the text
-format; ``--disabled-metrics`` names are never registered, as in component-base.
+Follows k8s.io/apiserver ``pkg/endpoints/metrics/metrics.go`` (the request series, counted
+by :mod:`apiserver.metrics.requests`), ``pkg/storage/etcd3/metrics``
+(``apiserver_resource_objects`` and the deprecated ``apiserver_storage_objects`` polled every
+``--store-count-metric-poll-period``, ``apiserver_storage_size_bytes`` every
+``--store-db-metric-poll-interval``), ``pkg/authentication/request/x509`` (client
+certificate expiration), ``pkg/audit/metrics.go`` and component-base's ``process_*`` and
+``kubernetes_build_info``. prometheus-client writes the text format; what component-base's
+options do (``--disabled-metrics``, ``--show-hidden-metrics-for-version``,
+``--allow-metric-labels``) is :mod:`apiserver.metrics.labels`.
 """
 
 from __future__ import annotations
@@ -13,7 +16,16 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    PlatformCollector,
+    ProcessCollector,
+    disable_created_metrics,
+    generate_latest,
+)
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IReactorTime
@@ -23,44 +35,37 @@ from twisted.logger import Logger
 from apiserver.http.app import RequestInfo
 from apiserver.http.request import HTTPRequest
 from apiserver.http.response import Response
+from apiserver.metrics.labels import LabelPolicy
+from apiserver.metrics.requests import (
+    DURATION_BUCKETS,
+    REQUEST_LABELS,
+    REQUEST_SERIES,
+    RequestCollector,
+    RequestRecorder,
+)
+from apiserver.metrics.runtime import BuildInfoCollector, ThreadsCollector
 
 log = Logger()
 
-DURATION_BUCKETS = (
-    0.005,
-    0.025,
-    0.05,
-    0.1,
-    0.2,
-    0.4,
-    0.6,
-    0.8,
-    1.0,
-    1.25,
-    1.5,
-    2,
-    3,
-    4,
-    5,
-    6,
-    8,
-    10,
-    15,
-    20,
-    30,
-    45,
-    60,
-)
-REQUEST_LABELS = (
-    "verb",
-    "dry_run",
-    "group",
-    "version",
-    "resource",
-    "subresource",
-    "scope",
-    "component",
-    "code",
+__all__ = ["DURATION_BUCKETS", "REQUEST_LABELS", "AuditRecorder", "Metrics"]
+
+#: ``clientCertificateExpirationHistogram`` (k8s.io/apiserver
+#: pkg/authentication/request/x509/x509.go): seconds left on a client certificate.
+CERT_EXPIRATION_BUCKETS = (
+    0,
+    1800,
+    3600,
+    7200,
+    21600,
+    43200,
+    86400,
+    172800,
+    345600,
+    604800,
+    2592000,
+    7776000,
+    15552000,
+    31104000,
 )
 
 
@@ -84,57 +89,70 @@ class _Disabled:
 
 
 class Metrics:
-    """The server's metric registry and what records into it."""
+    """The server's metric registry and what records into it.
 
-    def __init__(self, disabled: Iterable[str] = ()) -> None:
+    ``policy`` holds ``--disabled-metrics``, ``--show-hidden-metrics-for-version`` and
+    ``--allow-metric-labels`` (:class:`apiserver.metrics.labels.LabelPolicy`); the request
+    series are counted by :class:`apiserver.metrics.requests.RequestRecorder`.
+    """
+
+    def __init__(
+        self,
+        disabled: Iterable[str] = (),
+        *,
+        policy: LabelPolicy | None = None,
+        git_version: str | None = None,
+    ) -> None:
+        self.policy = policy if policy is not None else LabelPolicy(disabled=frozenset(disabled))
+        # Go's client exposes no ``_created`` series; prometheus-client's switch is
+        # process-wide (the server has one registry, this one).
+        disable_created_metrics()
         self.registry = CollectorRegistry(auto_describe=True)
-        self.disabled = set(disabled)
-        self.requests = self._make(
-            Counter,
-            "apiserver_request_total",
-            "Counter of apiserver requests broken out for each verb, dry run value, group, "
-            "version, resource, scope, component, and HTTP response code.",
-            REQUEST_LABELS,
-        )
-        self.durations = self._make(
-            Histogram,
-            "apiserver_request_duration_seconds",
-            "Response latency distribution in seconds for each verb, dry run value, group, "
-            "version, resource, subresource, scope and component.",
-            REQUEST_LABELS[:-1],
-            buckets=DURATION_BUCKETS,
-        )
-        self.inflight = self._make(
-            Gauge,
-            "apiserver_current_inflight_requests",
-            "Maximal number of currently used inflight request limit of this apiserver per "
-            "request kind in last second.",
-            ("request_kind",),
-        )
-        self.longrunning = self._make(
-            Gauge,
-            "apiserver_longrunning_requests",
-            "Gauge of all active long-running apiserver requests broken out by verb, group, "
-            "version, resource, scope and component.",
-            ("verb", "group", "version", "resource", "subresource", "scope", "component"),
-        )
+        self.disabled = set(self.policy.disabled)
+        self.recorder = RequestRecorder()
+        self.registry.register(RequestCollector(self.recorder, self.policy.enabled))
+        if self.policy.enabled("kubernetes_build_info"):
+            self.registry.register(BuildInfoCollector(git_version))
+        ProcessCollector(registry=self.registry)
+        PlatformCollector(registry=self.registry)
+        self.registry.register(ThreadsCollector(self.policy.enabled))
         self.terminations = self._make(
             Counter,
             "apiserver_request_terminations_total",
             "Number of requests which apiserver terminated in self-defense.",
             ("verb", "group", "version", "resource", "subresource", "scope", "component", "code"),
         )
+        # pkg/storage/etcd3/metrics: apiserver_storage_objects is deprecated since 1.34 and
+        # so hidden in 1.35 unless --show-hidden-metrics-for-version=1.34;
+        # apiserver_resource_objects replaces it.
         self.storage_objects = self._make(
             Gauge,
             "apiserver_storage_objects",
-            "Number of stored objects at the time of last check split by kind.",
+            "(Deprecated since 1.34.0) Number of stored objects at the time of last check "
+            "split by kind. In case of a fetching error, the value will be -1.",
             ("resource",),
+            deprecated="1.34",
+        )
+        self.resource_objects = self._make(
+            Gauge,
+            "apiserver_resource_objects",
+            "Number of stored objects at the time of last check split by kind. In case of a "
+            "fetching error, the value will be -1.",
+            ("group", "resource"),
         )
         self.storage_db_size = self._make(
             Gauge,
-            "apiserver_storage_db_total_size_in_bytes",
-            "Total size of the storage database file physically allocated in bytes.",
-            ("endpoint",),
+            "apiserver_storage_size_bytes",
+            "Size of the storage database file physically allocated in bytes.",
+            ("storage_cluster_id",),
+        )
+        self.client_cert_expiration = self._make(
+            Histogram,
+            "apiserver_client_certificate_expiration_seconds",
+            "Distribution of the remaining lifetime on the certificate used to authenticate "
+            "a request.",
+            (),
+            buckets=CERT_EXPIRATION_BUCKETS,
         )
         # Audit (k8s.io/apiserver pkg/audit/metrics.go), recorded through AuditRecorder.
         self.audit_events = self._make(
@@ -164,59 +182,49 @@ class Metrics:
         )
         #: Run before each exposition (see :meth:`before_collect`).
         self._before_collect: list[Callable[[], None]] = []
-        self._inflight = {"readOnly": 0, "mutating": 0}
-        # prometheus-client's ``labels()`` validates and locks on every call; the children
-        # are fixed per label set (their number is the metric's cardinality), so they are
-        # looked up once and kept. ``reset`` forgets them with the metrics' values.
-        self._children: dict[tuple[Any, ...], tuple[Any, Any]] = {}
-        self._inflight_children: dict[str, Any] = {}
 
-    def _make(self, kind: Any, name: str, doc: str, labels: Iterable[str], **kw: Any) -> Any:
-        if name in self.disabled:
+    def _make(
+        self,
+        kind: Any,
+        name: str,
+        doc: str,
+        labels: Iterable[str],
+        deprecated: str | None = None,
+        **kw: Any,
+    ) -> Any:
+        if not self.policy.enabled(name, deprecated):
             return _Disabled()
+        if kind is Counter and name.endswith("_total"):
+            # prometheus-client adds the _total suffix of a counter itself.
+            name = name[: -len("_total")]
         return kind(name, doc, list(labels), registry=self.registry, **kw)
 
     # --- requests ----------------------------------------------------------------------
 
-    def request_started(self, info: RequestInfo) -> None:
-        if info.long_running:
-            self.longrunning.labels(*_resource_labels(info, "WATCH", _parts(info))[:7]).inc()
-            return
-        kind = "readOnly" if info.method in ("GET", "HEAD") else "mutating"
-        count = self._inflight[kind] = self._inflight[kind] + 1
-        self._inflight_child(kind).set(count)
+    @property
+    def records_requests(self) -> bool:
+        """False when ``--disabled-metrics`` names every request series: then the server
+        gives the app no recorder and a request pays nothing for metrics."""
+        return any(self.policy.enabled(name) for name in REQUEST_SERIES)
 
-    def request_finished(self, info: RequestInfo, code: int, seconds: float) -> None:
-        parts = _parts(info)
-        labels = _resource_labels(info, request_verb(info, parts), parts)
-        if info.long_running:
-            self.longrunning.labels(*labels[:7]).dec()
-        else:
-            kind = "readOnly" if info.method in ("GET", "HEAD") else "mutating"
-            count = self._inflight[kind] = self._inflight[kind] - 1
-            self._inflight_child(kind).set(count)
-        dry_run = "All" if b"dryRun" in info.query else ""
-        key = (labels, dry_run, code)
-        children = self._children.get(key)
-        if children is None:
-            full = (labels[0], dry_run, *labels[1:])
-            children = (self.requests.labels(*full, str(code)), self.durations.labels(*full))
-            self._children[key] = children
-        children[0].inc()
-        children[1].observe(seconds)
+    def request_started(self, info: RequestInfo) -> None:
+        self.recorder.request_started(info)
+
+    def request_finished(
+        self, info: RequestInfo, code: int, seconds: float, request: HTTPRequest | None = None
+    ) -> None:
+        self.recorder.request_finished(info, code, seconds, request)
+
+    def bind_fast_path(self) -> None:
+        """Let the app call the recorder directly (one call less per request)."""
+        self.request_started = self.recorder.request_started  # type: ignore[method-assign]
+        self.request_finished = self.recorder.request_finished  # type: ignore[method-assign]
 
     def request_terminated(self, info: RequestInfo, code: int) -> None:
         """``RecordRequestTermination`` (max-in-flight's 429s): the rare path, so labels are
         looked up each time."""
-        parts = _parts(info)
-        labels = _resource_labels(info, request_verb(info, parts), parts)
+        labels = self.recorder.series_of(info).labels
         self.terminations.labels(*labels, str(code)).inc()
-
-    def _inflight_child(self, kind: str) -> Any:
-        child = self._inflight_children.get(kind)
-        if child is None:
-            child = self._inflight_children[kind] = self.inflight.labels(kind)
-        return child
 
     # --- serving -----------------------------------------------------------------------
 
@@ -238,18 +246,15 @@ class Metrics:
         self._before_collect.append(hook)
 
     def exposition(self) -> bytes:
-        """The registry in Prometheus text, with every pending count added first."""
+        """The registry in Prometheus text, with every pending count added first and
+        ``--allow-metric-labels`` applied."""
         for hook in self._before_collect:
             hook()
-        return bytes(generate_latest(self.registry))
+        return bytes(generate_latest(self.policy.view(self.registry)))
 
     def reset(self) -> None:
         """``DELETE /metrics`` (with profiling on): start the counters anew."""
-        for metric in (self.requests, self.durations):
-            clear = getattr(metric, "clear", None)
-            if clear is not None:
-                clear()
-        self._children.clear()
+        self.recorder.reset()
 
 
 class AuditRecorder:
@@ -302,45 +307,6 @@ class AuditRecorder:
         self._rejected.inc()
 
 
-def _parts(info: RequestInfo) -> list[str]:
-    """The path's segments, split once for the verb and the labels."""
-    return [p for p in info.path.split("/") if p]
-
-
-def request_verb(info: RequestInfo, parts: list[str]) -> str:
-    """kube's upper-case metric verb: LIST and WATCH split off GET, APPLY off PATCH."""
-    method = info.method
-    if not info.api:
-        return method
-    if info.long_running:
-        return "WATCH"
-    if method == "GET":
-        return "GET" if _is_item(parts) else "LIST"
-    if method == "DELETE" and not _is_item(parts):
-        return "DELETECOLLECTION"
-    if method == "POST":
-        return "POST"
-    return method
-
-
-def _is_item(parts: list[str]) -> bool:
-    # /apis/<group>/<version>/namespaces/<ns>/<resource>/<name>
-    return len(parts) == 7 and parts[3] == "namespaces"
-
-
-def _resource_labels(info: RequestInfo, verb: str, parts: list[str]) -> tuple[str, ...]:
-    if info.api and len(parts) >= 4 and parts[0] == "apis":
-        group, version = parts[1], parts[2]
-        rest = parts[3:]
-        if rest and rest[0] == "watch":
-            rest = rest[1:]
-        if len(rest) >= 3 and rest[0] == "namespaces":
-            return (verb, group, version, rest[2], "", "namespace", "apiserver")
-        if rest:
-            return (verb, group, version, rest[0], "", "cluster", "apiserver")
-    return (verb, "", "", "", info.path if not info.api else "", "", "")
-
-
 class StorageMetricsPoller:
     """Polls the object count and the database size on the configured periods (0: off)."""
 
@@ -386,6 +352,8 @@ class StorageMetricsPoller:
         def record(count: int) -> None:
             self.last_count = count
             self.metrics.storage_objects.labels(self.resource).set(count)
+            group, _, resource = self.resource.partition(".")[::-1]
+            self.metrics.resource_objects.labels(group, resource).set(count)
 
         def failed(failure: Any) -> None:
             log.debug("object count failed: {e}", e=failure.getErrorMessage())

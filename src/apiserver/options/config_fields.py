@@ -233,7 +233,8 @@ class ConfigFields:
     @property
     def storage_backend(self) -> str:
         """``--storage-backend``: Storage backend: etcd3, or empty for the default (the embedded
-        store, or etcd3 when --store-servers are given).
+        store, or etcd3 when --store-servers are given). The backend follows --store-servers;
+        etcd3 here only makes them required.
         """
         return self._values["storage-backend"]
 
@@ -356,7 +357,8 @@ class ConfigFields:
     @property
     def permit_address_sharing(self) -> bool:
         """``--permit-address-sharing``: Bind with SO_REUSEADDR, so that the address can be bound
-        again while old connections are in TIME_WAIT.
+        again while old connections are in TIME_WAIT. Twisted sets SO_REUSEADDR on every
+        listening socket, so the address can always be reused, whatever this flag says.
         """
         return self._values["permit-address-sharing"]
 
@@ -619,13 +621,15 @@ class ConfigFields:
 
     @property
     def contention_profiling(self) -> bool:
-        """``--contention-profiling``: Enable block profiling as well, when profiling is on."""
+        """``--contention-profiling``: Enable block profiling as well, when profiling is on:
+        /debug/pprof/block and /debug/pprof/mutex?seconds=N sample the stacks of waiting threads.
+        """
         return self._values["contention-profiling"]
 
     @property
     def debug_socket_path(self) -> str:
-        """``--debug-socket-path``: Unix socket serving the profiling handlers without
-        authentication or authorization.
+        """``--debug-socket-path``: Unix socket serving the profiling handlers and /debug/flags/v
+        over plain HTTP, without authentication or authorization.
         """
         return self._values["debug-socket-path"]
 
@@ -1031,12 +1035,19 @@ class ConfigFields:
 
     @property
     def vmodule(self) -> tuple[tuple[str, int], ...]:
-        """``--vmodule``: Per-file verbosity, as comma-separated pattern=N (text format only)."""
+        """``--vmodule``: Per-file verbosity, as comma-separated pattern=N (text format only);
+        the request log is the file httplog.
+        """
         return self._values["vmodule"]
 
     @property
     def tracing_config_file(self) -> str:
-        """``--tracing-config-file``: File configuring tracing."""
+        """``--tracing-config-file``: File with the TracingConfiguration
+        (apiserver.config.k8s.io/v1: endpoint, default localhost:4317, and
+        samplingRatePerMillion): request and storage spans are exported there over OTLP/gRPC; a
+        sampled W3C traceparent from system:masters or system:monitoring is the request span's
+        parent.
+        """
         return self._values["tracing-config-file"]
 
     @property
@@ -1074,7 +1085,9 @@ class ConfigFields:
 
     @property
     def enable_logs_handler(self) -> bool:
-        """``--enable-logs-handler``: Serve the files of /var/log at /logs."""
+        """``--enable-logs-handler``: Serve the files of /var/log at /logs (authorized like any
+        non-resource path: system:masters only by default).
+        """
         return self._values["enable-logs-handler"]
 
     @property

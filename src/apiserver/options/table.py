@@ -135,6 +135,7 @@ FLAGS: tuple[Flag, ...] = (
         "Versions whose capabilities (APIs, features) the server emulates, as "
         "[component=]major.minor, e.g. kube=1.34. The emulated version must be between three "
         "minors below the binary version and the binary version. Defaults to the binary version.",
+        implemented=True,
     ),
     _gen(
         "emulation-forward-compatible",
@@ -149,6 +150,7 @@ FLAGS: tuple[Flag, ...] = (
         "string",
         "",
         "Host name used in URLs this server generates about itself (e.g. in discovery documents).",
+        implemented=True,
     ),
     _gen(
         "feature-gates",
@@ -156,6 +158,7 @@ FLAGS: tuple[Flag, ...] = (
         {},
         "Feature gates as a comma-separated list of [component:]Name=true|false pairs. "
         "Repeated flags are merged.",
+        implemented=True,
     ),
     _gen(
         "goaway-chance",
@@ -199,6 +202,7 @@ FLAGS: tuple[Flag, ...] = (
         (),
         "Lowest control-plane version the server stays compatible with, as "
         "[component=]major.minor. Defaults to one minor below the emulated version.",
+        implemented=True,
     ),
     _gen(
         "min-request-timeout",
@@ -312,8 +316,8 @@ FLAGS: tuple[Flag, ...] = (
         "string",
         "",
         "Storage backend: etcd3, or empty for the default (the embedded store, or etcd3 when "
-        "--store-servers are given).",
-        implemented=True,
+        "--store-servers are given). The backend follows --store-servers; etcd3 here only "
+        "makes them required.",
     ),
     _etcd(
         "storage-media-type",
@@ -467,8 +471,8 @@ FLAGS: tuple[Flag, ...] = (
         "bool",
         False,
         "Bind with SO_REUSEADDR, so that the address can be bound again while old connections "
-        "are in TIME_WAIT.",
-        implemented=True,
+        "are in TIME_WAIT. Twisted sets SO_REUSEADDR on every listening socket, so the "
+        "address can always be reused, whatever this flag says.",
     ),
     _tls(
         "permit-port-sharing",
@@ -758,13 +762,17 @@ FLAGS: tuple[Flag, ...] = (
         "contention-profiling",
         "bool",
         False,
-        "Enable block profiling as well, when profiling is on.",
+        "Enable block profiling as well, when profiling is on: /debug/pprof/block and "
+        "/debug/pprof/mutex?seconds=N sample the stacks of waiting threads.",
+        implemented=True,
     ),
     _feat(
         "debug-socket-path",
         "string",
         "",
-        "Unix socket serving the profiling handlers without authentication or authorization.",
+        "Unix socket serving the profiling handlers and /debug/flags/v over plain HTTP, "
+        "without authentication or authorization.",
+        implemented=True,
     ),
     _feat(
         "enable-priority-and-fairness",
@@ -1153,6 +1161,7 @@ FLAGS: tuple[Flag, ...] = (
         "Metrics",
         "Allowed values of a metric label, as metric,label='value1,value2'; other values are "
         "recorded as 'unexpected'. Repeatable.",
+        implemented=True,
     ),
     Flag(
         "allow-metric-labels-manifest",
@@ -1160,6 +1169,7 @@ FLAGS: tuple[Flag, ...] = (
         "",
         "Metrics",
         "File with the allowed metric label values; --allow-metric-labels takes precedence.",
+        implemented=True,
     ),
     Flag(
         "disabled-metrics",
@@ -1177,6 +1187,7 @@ FLAGS: tuple[Flag, ...] = (
         "Metrics",
         "Previous minor version (major.minor) whose deprecated and hidden metrics are shown "
         "again. Only the previous minor is accepted.",
+        implemented=True,
     ),
     # ---- Logs -------------------------------------------------------------------------------
     Flag(
@@ -1225,7 +1236,9 @@ FLAGS: tuple[Flag, ...] = (
         "vmodule",
         (),
         "Logs",
-        "Per-file verbosity, as comma-separated pattern=N (text format only).",
+        "Per-file verbosity, as comma-separated pattern=N (text format only); the request "
+        "log is the file httplog.",
+        implemented=True,
     ),
     # ---- Traces -----------------------------------------------------------------------------
     Flag(
@@ -1233,7 +1246,11 @@ FLAGS: tuple[Flag, ...] = (
         "string",
         "",
         "Traces",
-        "File configuring tracing.",
+        "File with the TracingConfiguration (apiserver.config.k8s.io/v1: endpoint, default "
+        "localhost:4317, and samplingRatePerMillion): request and storage spans are exported "
+        "there over OTLP/gRPC; a sampled W3C traceparent from system:masters or "
+        "system:monitoring is the request span's parent.",
+        implemented=True,
     ),
     # ---- Misc -------------------------------------------------------------------------------
     _misc(
@@ -1269,9 +1286,11 @@ FLAGS: tuple[Flag, ...] = (
     _misc(
         "enable-logs-handler",
         "bool",
-        False,
-        "Serve the files of /var/log at /logs.",
+        True,
+        "Serve the files of /var/log at /logs (authorized like any non-resource path: "
+        "system:masters only by default).",
         deprecated="the /logs handler will be removed in a future release",
+        implemented=True,
     ),
     _misc(
         "endpoint-reconciler-type",

@@ -505,7 +505,9 @@ class _CountingMetrics:
     def request_started(self, info: RequestInfo) -> None:
         pass
 
-    def request_finished(self, info: RequestInfo, code: int, seconds: float) -> None:
+    def request_finished(
+        self, info: RequestInfo, code: int, seconds: float, request: object = None
+    ) -> None:
         self.finished += 1
 
 

@@ -19,7 +19,7 @@ def text(metrics: Metrics) -> str:
 GET_ITEM = "/apis/events.k8s.io/v1/namespaces/default/events/a"
 LABELS = (
     'code="200",component="apiserver",dry_run="",group="events.k8s.io",resource="events",'
-    'scope="namespace",subresource="",verb="GET",version="v1"'
+    'scope="resource",subresource="",verb="GET",version="v1"'
 )
 
 
@@ -35,16 +35,18 @@ def test_requests_are_counted_per_label_set_and_code() -> None:
     out = text(metrics)
     assert f"apiserver_request_total{{{LABELS}}} 3.0" in out
     assert f"apiserver_request_total{{{LABELS.replace('200', '404')}}} 1.0" in out
-    assert 'apiserver_current_inflight_requests{request_kind="readOnly"} 0.0' in out
+    assert 'apiserver_current_inflight_requests{request_kind="readOnly"} 1.0' in out
+    assert 'apiserver_current_inflight_requests{request_kind="readOnly"} 0.0' in text(metrics)
 
 
-def test_in_flight_gauges_follow_started_and_finished() -> None:
+def test_in_flight_gauges_report_the_most_since_the_last_scrape() -> None:
     metrics = Metrics()
     post = info("POST", "/apis/events.k8s.io/v1/namespaces/default/events")
     metrics.request_started(post)
     metrics.request_started(post)
-    assert 'apiserver_current_inflight_requests{request_kind="mutating"} 2.0' in text(metrics)
     metrics.request_finished(post, 201, 0.02)
+    # currentInflightRequests: the maximum of the last period, then the current count.
+    assert 'apiserver_current_inflight_requests{request_kind="mutating"} 2.0' in text(metrics)
     assert 'apiserver_current_inflight_requests{request_kind="mutating"} 1.0' in text(metrics)
 
 

@@ -226,7 +226,11 @@ class X509Authenticator:
         self.verifier = verifier
         self.audiences = tuple(audiences)
         self.chain_of = chain_of
-        self._users: dict[x509.Certificate, tuple[AuthResult | None]] = {}
+        self._users: dict[x509.Certificate, tuple[AuthResult | None, float]] = {}
+        #: Told the verified leaf's expiry (seconds since the epoch) on every request:
+        #: ``apiserver_client_certificate_expiration_seconds`` (x509.go's
+        #: ``clientCertificateExpirationHistogram``); None: nobody listens.
+        self.observe_expiry: Callable[[float], None] | None = None
 
     def authenticate(self, request: HTTPRequest) -> AuthResult | None:
         chain = self.chain_of(request)
@@ -235,11 +239,12 @@ class X509Authenticator:
         verified = self.verifier.verify(chain)
         leaf = verified[0]
         cached = self._users.get(leaf)
-        if cached is not None:
-            return cached[0]
-        user = user_from_certificate(leaf)
-        result = None if user is None else AuthResult(user, self.audiences)
-        if len(self._users) >= VERIFIED_CACHE_SIZE:
-            del self._users[next(iter(self._users))]
-        self._users[leaf] = (result,)
-        return result
+        if cached is None:
+            user = user_from_certificate(leaf)
+            result = None if user is None else AuthResult(user, self.audiences)
+            if len(self._users) >= VERIFIED_CACHE_SIZE:
+                del self._users[next(iter(self._users))]
+            cached = self._users[leaf] = (result, leaf.not_valid_after_utc.timestamp())
+        if self.observe_expiry is not None:
+            self.observe_expiry(cached[1])
+        return cached[0]

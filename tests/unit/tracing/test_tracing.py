@@ -1,0 +1,111 @@
+"""apiserver.tracing without an exporter: span names, the public-endpoint rule, and the
+store wrapper's spans (an in-memory span exporter stands in for OTLP)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+from tests.unit.fake_request import FakeRequest
+from twisted.internet.defer import succeed
+from twisted.internet.testing import MemoryReactorClock
+
+from apiserver.auth.interface import UserInfo
+from apiserver.auth.requestinfo import parse_request_info
+from apiserver.http.app import RequestInfo
+from apiserver.options.files import TracingConfig
+from apiserver.tracing import CURRENT, TracedStore, Tracing, TracingApp, span_name
+
+TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
+PARENT = "00f067aa0ba902b7"
+NS = "/apis/events.k8s.io/v1/namespaces/default/events"
+
+
+def tracing() -> tuple[Tracing, InMemorySpanExporter]:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    t = Tracing(TracingConfig(), "apiserver-test", MemoryReactorClock())
+    t.tracer = provider.get_tracer("test")
+    t.propagator = TraceContextTextMapPropagator()
+    return t, exporter
+
+
+def info(method: str, path: str, groups: tuple[str, ...] = ()) -> RequestInfo:
+    i = RequestInfo(method, path, {}, False, True)
+    i.resolved = parse_request_info(method, path, {})
+    i.user = UserInfo(name="u", groups=groups)
+    return i
+
+
+def test_span_names_follow_get_span_name_from_request_info() -> None:
+    assert span_name(info("GET", NS + "/a")) == (
+        "GET /apis/events.k8s.io/v1/namespaces/{:namespace}/events/{:name}"
+    )
+    assert span_name(info("GET", "/api/v1/events")) == "GET /api/v1/events"
+    assert span_name(info("GET", "/healthz")) == "GET"
+
+
+def run(t: Tracing, groups: tuple[str, ...]) -> Any:
+    request = FakeRequest(
+        b"POST", NS.encode(), headers={b"traceparent": [f"00-{TRACE}-{PARENT}-01".encode()]}
+    )
+    i = info("POST", NS, groups)
+    t.stage(request, i)
+    CURRENT.span = None  # what TracingApp does once the chain returns
+    request.setResponseCode(201)
+    request.finish()
+    return request
+
+
+def test_a_privileged_users_traceparent_is_the_parent() -> None:
+    t, exporter = tracing()
+    run(t, ("system:masters",))
+    (span,) = exporter.get_finished_spans()
+    assert format(span.context.trace_id, "032x") == TRACE
+    assert span.parent is not None and format(span.parent.span_id, "016x") == PARENT
+    assert span.attributes is not None and span.attributes["http.status_code"] == 201
+
+
+def test_anyone_elses_traceparent_is_only_linked() -> None:
+    t, exporter = tracing()
+    run(t, ("system:authenticated",))
+    (span,) = exporter.get_finished_spans()
+    assert format(span.context.trace_id, "032x") != TRACE
+    assert [format(link.context.span_id, "016x") for link in span.links] == [PARENT]
+
+
+class Store:
+    kind = "memory"
+
+    def get(self, key: bytes, revision: int = 0) -> Any:
+        return succeed(key)
+
+    def count(self, prefix: bytes) -> Any:
+        return succeed(0)
+
+
+def test_store_calls_get_spans_only_inside_a_traced_request() -> None:
+    t, exporter = tracing()
+    store = TracedStore(Store(), t)
+    store.get(b"/registry/events/default/a")
+    assert exporter.get_finished_spans() == ()
+    assert store.kind == "memory"
+
+    class Chain:
+        def handle(self, request: Any) -> None:
+            t.stage(request, info("GET", NS + "/a", ("system:masters",)))
+            store.get(b"/registry/events/default/a")
+
+    request = FakeRequest(b"GET", (NS + "/a").encode())
+    TracingApp(Chain()).handle(request)
+    assert CURRENT.span is None
+    request.finish()
+    names = [s.name for s in exporter.get_finished_spans()]
+    assert names == [
+        "Get memory",
+        "GET /apis/events.k8s.io/v1/namespaces/{:namespace}/events/{:name}",
+    ]
