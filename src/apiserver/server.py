@@ -86,6 +86,7 @@ from apiserver.apimachinery.uid import new_uuid
 from apiserver.audit.build import build_audit
 from apiserver.auth import build_auth
 from apiserver.auth.authn import api_audiences, install_authn_routes
+from apiserver.console import console_handler
 from apiserver.discovery import install_discovery, runtime_config_enables_events
 from apiserver.discovery.documents import ExtraGroup
 from apiserver.encryption.build import EVENTS as ENCRYPTED_EVENTS
@@ -345,6 +346,8 @@ class Server:
                 else None
             ),
             flow_control=self.flow_control.stage,
+            # The operator console at /ui/ (docs/console.md): one prefix test on non-API paths.
+            console=console_handler(),
         )
         self.root.add(PartsService("auth-reload", auth_stages.background))
         self.router.add("/metrics", self.metrics.handler(profiling=bool(config.profiling)))

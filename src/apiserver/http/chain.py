@@ -48,6 +48,7 @@ def build_handler_chain(
     audit: Filter | None = None,
     flow_control: Filter | None = None,
     goaway: Callable[[HTTPRequest], None] | None = None,
+    console: Callable[[HTTPRequest], None] | None = None,
 ) -> App:
     """The server's handler chain around ``router``, outermost first:
 
@@ -70,7 +71,9 @@ def build_handler_chain(
     ==========================================  ===============================================
 
     The first six are written inline in :meth:`App.handle` (they run for every request);
-    the rest are the App's stages. Differences from kube-apiserver, kept because clients see
+    the rest are the App's stages. ``console`` (the operator console, :mod:`apiserver.console`)
+    answers ``/ui`` and ``/ui/...`` right after CORS, before the wait group and the stages:
+    its pages carry no data and need no credentials (docs/console.md). Differences from kube-apiserver, kept because clients see
     them: the path is resolved into authorization attributes after the wait group (kube does
     it outermost), and the deadline covers the handler only, not the stages.
 
@@ -93,4 +96,5 @@ def build_handler_chain(
         metrics=metrics,
         stages=[stage for stage in slots if stage is not None],
         goaway=goaway,
+        console=console,
     )
