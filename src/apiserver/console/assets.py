@@ -41,7 +41,9 @@ def load_assets(package: str = "apiserver.console") -> dict[str, Asset]:
         if media_type is None or not entry.is_file():
             continue
         body = entry.read_bytes()
-        found[entry.name] = Asset(body, media_type, '"' + hashlib.sha256(body).hexdigest()[:20] + '"')
+        found[entry.name] = Asset(
+            body, media_type, '"' + hashlib.sha256(body).hexdigest()[:20] + '"'
+        )
     return found
 
 

@@ -58,7 +58,7 @@ class RelayRequest(Request):
     def __init__(
         self, source: HTTPRequest, mount: bytes, deliver: Callable[[Response], None]
     ) -> None:
-        super().__init__(_Channel(), parsePOSTFormSubmission=False)  # type: ignore[no-untyped-call]
+        super().__init__(_Channel(), parsePOSTFormSubmission=False)
         self._deliver = deliver
         self._body: list[bytes] = []
         self.method = source.method
@@ -69,7 +69,7 @@ class RelayRequest(Request):
         self.args = {}
         self.content = BytesIO()
         # Resource traversal: the mount point is the prefix, the rest is Klein's to route.
-        self.sitepath = []
+        self.sitepath: list[bytes] = []
         self.prepath = [mount]
         rest = self.path[len(mount) + 1 :]
         self.postpath = [unquote_to_bytes(s) for s in rest[1:].split(b"/")] if rest else []
@@ -96,7 +96,7 @@ class RelayRequest(Request):
         for waiting in notifications:
             waiting.callback(None)
 
-    def processingFailed(self, reason: Failure) -> None:  # type: ignore[override]
+    def processingFailed(self, reason: Failure) -> None:
         log.failure("console request {path} failed", reason, path=self.path)
         self.responseHeaders.setRawHeaders(b"content-type", [b"text/plain; charset=utf-8"])
         self.setResponseCode(500)

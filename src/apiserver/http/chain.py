@@ -73,9 +73,10 @@ def build_handler_chain(
     The first six are written inline in :meth:`App.handle` (they run for every request);
     the rest are the App's stages. ``console`` (the operator console, :mod:`apiserver.console`)
     answers ``/ui`` and ``/ui/...`` right after CORS, before the wait group and the stages:
-    its pages carry no data and need no credentials (docs/console.md). Differences from kube-apiserver, kept because clients see
-    them: the path is resolved into authorization attributes after the wait group (kube does
-    it outermost), and the deadline covers the handler only, not the stages.
+    its pages carry no data and need no credentials (docs/console.md). Differences from
+    kube-apiserver, kept because clients see them: the path is resolved into authorization
+    attributes after the wait group (kube does it outermost), and the deadline covers the
+    handler only, not the stages.
 
     Admission is not here: it runs in the REST layer, between decoding and storage
     (:mod:`apiserver.admission`).
