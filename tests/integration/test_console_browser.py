@@ -234,6 +234,20 @@ def test_admin_watches_health_and_events(
     assert "Requests/s" in text(driver, "vitals-figures")
     assert "Open watches" in text(driver, "vitals-figures")
 
+    # The server restarts (same port, same etcd): the watch resumes from the last
+    # resourceVersion it saw, and a new event arrives without reloading the page.
+    daemon.stop()
+    wait_for(driver, lambda d: text(d, "events-stream") != "live", "the watch notices")
+    daemon.start()
+    wait_for(driver, lambda d: text(d, "events-stream") == "live", "the watch resumes")
+    post_event(daemon, "after-restart", type="Warning", reason="Restarted")
+    wait_for(
+        driver,
+        lambda d: row_names(d) == ["console/after-restart", "console/warning-one"],
+        "the new event after the restart, the old one kept",
+    )
+    driver.save_screenshot(str(shots / "8-resumed.png"))
+
 
 def test_forbidden_user_sees_the_message(browser: WebDriver, daemon: Daemon, shots: Path) -> None:
     driver = browser
@@ -248,10 +262,31 @@ def test_forbidden_user_sees_the_message(browser: WebDriver, daemon: Daemon, sho
     wait_for(driver, lambda d: "Forbidden (403)" in text(d, "vitals-error"), "metrics 403")
     # Health is public information (system:public-info-viewer).
     wait_for(driver, lambda d: health_state(d, "readyz") == "passing", "viewer reads readyz")
-    driver.save_screenshot(str(shots / "8-forbidden.png"))
+    driver.save_screenshot(str(shots / "9-forbidden.png"))
 
     # A bad token is refused with a message, not a blank page.
     driver.find_element(By.ID, "signout").click()
     sign_in(driver, daemon, "not-a-token")
     wait_for(driver, lambda d: "Unauthorized (401)" in text(d, "signin-error"), "401 message")
-    driver.save_screenshot(str(shots / "9-unauthorized.png"))
+    driver.save_screenshot(str(shots / "10-unauthorized.png"))
+
+
+def test_graceful_stop_is_visible(
+    browser: WebDriver, start_daemon: Callable[..., Daemon], tmp_path: Path, shots: Path
+) -> None:
+    """A SIGTERM with --shutdown-delay-duration: readyz fails on its shutdown check while the
+    server still answers, and the console says the server is stopping. The admin signs in
+    with the URL ``make run`` prints (the token in the fragment)."""
+    tokens = tmp_path / "tokens.csv"
+    tokens.write_text(f'{ADMIN_TOKEN},admin,admin-uid,"system:masters"\n')
+    daemon = start_daemon([f"--token-auth-file={tokens}", "--shutdown-delay-duration=30s"])
+    driver = browser
+    driver.get(f"{daemon.url}/ui/#token={ADMIN_TOKEN}")
+    wait_for(driver, lambda d: "admin" in text(d, "whoami"), "signed in from the URL")
+    assert "token" not in str(driver.current_url)
+    wait_for(driver, lambda d: health_state(d, "readyz") == "passing", "readyz passing")
+    daemon.signal()
+    wait_for(driver, lambda d: d.find_element(By.ID, "shutdown").is_displayed(), "shutdown")
+    assert driver.find_elements(By.CSS_SELECTOR, '#readyz li.failed[data-check="shutdown"]')
+    assert health_state(driver, "livez") == "passing"
+    driver.save_screenshot(str(shots / "11-shutting-down.png"))
