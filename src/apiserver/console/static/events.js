@@ -85,6 +85,11 @@ function timeOf(event) {
   );
 }
 
+// What the table sorts by, computed once per received object.
+function entryOf(event) {
+  return { event, time: timeOf(event), rv: Number(event.metadata.resourceVersion) || 0 };
+}
+
 function countOf(event) {
   return (event.series && event.series.count) || event.deprecatedCount || 1;
 }
@@ -105,8 +110,9 @@ function shortTime(stamp) {
 
 class Gone extends Error {}
 
-// The reflector and the table of one filter set; `stop()` ends both.
-class EventStream {
+// The reflector and the table of one filter set; `stop()` ends both. Exported for the
+// browser tests, which drive it with a stand-in fetch.
+export class EventStream {
   constructor(filters, onStatus) {
     this.query = queryFor(filters);
     this.items = new Map();
@@ -144,7 +150,7 @@ class EventStream {
         signal: this.signal,
       });
       for (const event of list.items || []) {
-        items.set(keyOf(event), event);
+        items.set(keyOf(event), entryOf(event));
       }
       next = (list.metadata && list.metadata.continue) || "";
       resourceVersion = (list.metadata && list.metadata.resourceVersion) || resourceVersion;
@@ -167,7 +173,7 @@ class EventStream {
       this.resourceVersion = resourceVersion;
     }
     if (watchEvent.type === "ADDED" || watchEvent.type === "MODIFIED") {
-      this.items.set(keyOf(object), object);
+      this.items.set(keyOf(object), entryOf(object));
       this.changed();
     } else if (watchEvent.type === "DELETED") {
       this.items.delete(keyOf(object));
@@ -253,14 +259,7 @@ class EventStream {
 
   newest() {
     const all = Array.from(this.items.values());
-    all.sort((a, b) => {
-      const ta = timeOf(a);
-      const tb = timeOf(b);
-      if (ta !== tb) {
-        return ta < tb ? 1 : -1;
-      }
-      return (Number(b.metadata.resourceVersion) || 0) - (Number(a.metadata.resourceVersion) || 0);
-    });
+    all.sort((a, b) => (a.time !== b.time ? (a.time < b.time ? 1 : -1) : b.rv - a.rv));
     return all;
   }
 
@@ -271,10 +270,9 @@ class EventStream {
     }
     const all = this.newest();
     const shown = all.slice(0, MAX_ROWS);
-    const rows = shown.map((event) => {
+    const rows = shown.map(({ event, time: stamp }) => {
       const key = keyOf(event);
       const type = event.type || "";
-      const stamp = timeOf(event);
       const regarding = event.regarding || {};
       return el(
         "tr",
@@ -302,18 +300,19 @@ class EventStream {
         : `${total} event${total === 1 ? "" : "s"}.`,
     );
     if (this.selected && !$("detail").hidden) {
-      const event = this.items.get(this.selected);
-      if (event) {
-        setText("detail-yaml", toYAML(event));
+      const entry = this.items.get(this.selected);
+      if (entry) {
+        setText("detail-yaml", toYAML(entry.event));
       }
     }
   }
 
   open(key) {
-    const event = this.items.get(key);
-    if (!event) {
+    const entry = this.items.get(key);
+    if (!entry) {
       return;
     }
+    const event = entry.event;
     this.selected = key;
     setText("detail-title", `Event ${key}`);
     setText("detail-yaml", toYAML(event));
