@@ -340,7 +340,8 @@ const renderMs = performance.now() - started;
 const rows = document.querySelectorAll("#events-rows tr").length;
 const note = document.getElementById("events-note").textContent;
 big.stop();
-done({ urls, relisted, rows, note, renderMs, query: queryFor({ reason: "a=b" }).params.toString() });
+const query = queryFor({ reason: "a=b" }).params.toString();
+done({ urls, relisted, rows, note, renderMs, query });
 """
 
 
