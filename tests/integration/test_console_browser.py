@@ -230,6 +230,20 @@ def test_admin_watches_health_and_events(
     assert not driver.find_elements(By.CSS_SELECTOR, "#readyz li.failed")
     driver.save_screenshot(str(shots / "7-recovered.png"))
 
+    # A phone's width: one column, nothing wider than the screen.
+    driver.set_window_size(390, 844)
+    try:
+        wait_for(
+            driver,
+            lambda d: d.execute_script(
+                "return document.documentElement.scrollWidth <= window.innerWidth"
+            ),
+            "no horizontal scrolling at 390 px",
+        )
+        driver.save_screenshot(str(shots / "7b-phone.png"))
+    finally:
+        driver.set_window_size(1280, 900)
+
     # Vital signs came from /metrics.
     assert "Requests/s" in text(driver, "vitals-figures")
     assert "Open watches" in text(driver, "vitals-figures")

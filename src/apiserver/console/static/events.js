@@ -336,7 +336,7 @@ export function startEvents() {
   let stream = null;
   const status = (state, text) => {
     const node = $("events-stream");
-    node.textContent = text;
+    setText("events-stream", text);
     node.className = `state ${state === "live" ? "good" : state === "listing" ? "" : "bad"}`;
   };
   const begin = () => {

@@ -57,11 +57,19 @@ async function probe(endpoint, signal) {
   return { ok: response.status === 200, checks };
 }
 
+// The last list drawn per endpoint: an unchanged list is not redrawn (nor re-announced).
+const drawn = {};
+
 function render(endpoint, result) {
   const list = $(endpoint);
   const state = $(`${endpoint}-state`);
-  state.textContent = result.ok ? "passing" : "failing";
+  setText(`${endpoint}-state`, result.ok ? "passing" : "failing");
   state.className = `state ${result.ok ? "good" : "bad"}`;
+  const signature = JSON.stringify(result.checks);
+  if (drawn[endpoint] === signature) {
+    return;
+  }
+  drawn[endpoint] = signature;
   const items = result.checks.map((check) =>
     el(
       "li",
@@ -97,9 +105,8 @@ export function startHealth() {
         error.status === 403 ? `Forbidden (403): your user may not read the health checks. ${error.message}` : describe(error);
       setText("health-error", text);
       for (const endpoint of ["livez", "readyz"]) {
-        const state = $(`${endpoint}-state`);
-        state.textContent = "unknown";
-        state.className = "state bad";
+        setText(`${endpoint}-state`, "unknown");
+        $(`${endpoint}-state`).className = "state bad";
       }
     }
     if (!controller.signal.aborted) {
