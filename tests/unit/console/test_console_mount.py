@@ -10,8 +10,10 @@ from tests.unit.unit_helpers import AppResource
 from treq.testing import StubTreq
 from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
+from twisted.web.resource import Resource
 
 from apiserver.console import console_handler
+from apiserver.console.relay import relay
 from apiserver.http.app import App, RequestInfo, Router, ServingPolicy
 from apiserver.http.request import HTTPRequest
 from apiserver.http.response import Response, text
@@ -88,3 +90,32 @@ class MountTests(SynchronousTestCase):
         request._disconnected = True
         console_handler()(request)
         assert not request.finished and request.written == []
+
+
+class _Plain(Resource):
+    isLeaf = True
+
+    def render_GET(self, request: Any) -> bytes:
+        request.setHeader(b"content-type", b"text/plain")
+        return b"plain:" + b"/".join(request.postpath)
+
+
+class _Broken(Resource):
+    isLeaf = True
+
+    def render_GET(self, request: Any) -> bytes:
+        raise RuntimeError("broken")
+
+
+class RelayTests(SynchronousTestCase):
+    def test_plain_resource_answer(self) -> None:
+        request = FakeRequest(b"GET", b"/ui/a/b%2Fc")
+        relay(_Plain())(request)
+        assert request.code == 200 and b"".join(request.written) == b"plain:a/b/c"
+
+    def test_error_is_a_500(self) -> None:
+        request = FakeRequest(b"GET", b"/ui/x")
+        relay(_Broken())(request)
+        assert request.code == 500
+        assert b"".join(request.written) == b"500 internal server error\n"
+        self.flushLoggedErrors(RuntimeError)
