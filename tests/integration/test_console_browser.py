@@ -206,6 +206,7 @@ def test_admin_watches_health_and_events(
     driver.find_element(By.CSS_SELECTOR, '#events-rows tr[data-key="console/warning-one"]').click()
     wait_for(driver, lambda d: d.find_element(By.ID, "detail").is_displayed(), "detail panel")
     yaml = text(driver, "detail-yaml")
+    assert yaml.startswith("apiVersion: events.k8s.io/v1\nkind: Event\nmetadata:")
     assert "reason: BackOff" in yaml
     assert "name: warning-one" in yaml
     assert "resourceVersion:" in yaml

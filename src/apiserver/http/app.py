@@ -318,7 +318,7 @@ class App:
         path = unquote(raw_path) if "%" in raw_path else raw_path
         query = parse_query(request.uri)
         info = RequestInfo(method, path, query, _is_long_running(method, path, query), False)
-        info.api = is_api_path(path)
+        info.api = api = is_api_path(path)
 
         headers = request.responseHeaders
         audit_id = request.getHeader(b"audit-id")
@@ -343,7 +343,7 @@ class App:
 
         # The operator console's pages and static assets (no data, no credentials: the data
         # comes from the API with the user's token). API paths never reach the test below.
-        if not info.api and path[:4] in _CONSOLE_PATHS and self.console is not None:
+        if not api and path[:4] in _CONSOLE_PATHS and self.console is not None:
             self.console(request)
             return
 

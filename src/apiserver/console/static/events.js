@@ -90,6 +90,11 @@ function entryOf(event) {
   return { event, time: timeOf(event), rv: Number(event.metadata.resourceVersion) || 0 };
 }
 
+// The object as kubectl shows it: list items carry no apiVersion and kind, watch objects do.
+function whole(event) {
+  return { apiVersion: "events.k8s.io/v1", kind: "Event", ...event };
+}
+
 function countOf(event) {
   return (event.series && event.series.count) || event.deprecatedCount || 1;
 }
@@ -302,7 +307,7 @@ export class EventStream {
     if (this.selected && !$("detail").hidden) {
       const entry = this.items.get(this.selected);
       if (entry) {
-        setText("detail-yaml", toYAML(entry.event));
+        setText("detail-yaml", toYAML(whole(entry.event)));
       }
     }
   }
@@ -315,7 +320,7 @@ export class EventStream {
     const event = entry.event;
     this.selected = key;
     setText("detail-title", `Event ${key}`);
-    setText("detail-yaml", toYAML(event));
+    setText("detail-yaml", toYAML(whole(event)));
     $("detail").hidden = false;
     $("detail-yaml").focus();
     this.changed();
