@@ -36,11 +36,18 @@ log = Logger()
 _HOST = IPv4Address("TCP", "127.0.0.1", 443)
 
 
+class _Site:
+    """What ``twisted.web.server.Request.__init__`` reads of its channel's site in recent
+    Twisted releases (older ones read nothing): the console takes no form bodies."""
+
+    _parsePOSTFormSubmission = False
+
+
 class _Channel:
     """What ``twisted.web.server.Request.__init__`` reads of its channel."""
 
     transport = None
-    site = None
+    site = _Site()
 
     def getPeer(self) -> IPv4Address:
         return _HOST
@@ -58,7 +65,7 @@ class RelayRequest(Request):
     def __init__(
         self, source: HTTPRequest, mount: bytes, deliver: Callable[[Response], None]
     ) -> None:
-        super().__init__(_Channel(), parsePOSTFormSubmission=False)
+        super().__init__(_Channel())
         self._deliver = deliver
         self._body: list[bytes] = []
         self.method = source.method
