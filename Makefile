@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 PORT ?= 6443
 VAR ?= $(CURDIR)/var
 
-.PHONY: run test develop install-test install uninstall etcd lint man bench clean proto
+.PHONY: run test develop install-test install uninstall etcd chromium lint man bench clean proto
 
 # `make install` / `make uninstall`: the server as a system service (README, "Running it as a
 # service"). DESTDIR stages the whole tree elsewhere (packaging); the paths inside it stay
@@ -37,10 +37,18 @@ etcd:
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq etcd-server etcd-client >/dev/null; }
 	@etcd --version | head -1
 
+# Debian's chromium and chromium-driver: the browser the console's tests drive through selenium
+# (tests/integration/test_console_browser.py); nothing downloads a browser.
+chromium:
+	@{ command -v chromium && command -v chromedriver; } >/dev/null 2>&1 || { \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium chromium-driver >/dev/null; }
+	@chromium --version 2>/dev/null | head -1
+
 run: develop
 	$(BIN)/python -m apiserver.devrun --port $(PORT) --var $(VAR)
 
-test: install-test etcd
+test: install-test etcd chromium
 	$(BIN)/python -m pytest -q -p no:randomly
 
 lint: install-test

@@ -5,6 +5,9 @@ generate in ``--cert-dir``), writes a kubeconfig that trusts its CA, prints how 
 kubectl and curl, then replaces itself with ``apiserver`` in the foreground (Ctrl-C stops it
 gracefully). A service-account signing key and issuer are set unless ``--service-account-*``
 flags are given, so that ``kubectl create serviceaccount`` and ``kubectl create token`` work.
+Unless ``--token-auth-file`` is given, the admin also gets a static bearer token (made once,
+in ``<var>/certs/tokens.csv``) and the operator console's sign-in URL carries it in its
+fragment, which the browser never sends (docs/console.md).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import argparse
 import base64
 import os
 import re
+import secrets
 import shutil
 import socket
 import sys
@@ -77,6 +81,15 @@ def service_account_key(path: Path) -> Path:
     return path
 
 
+def admin_token(path: Path) -> str:
+    """The admin's bearer token for the console, made once (a ``--token-auth-file`` line:
+    ``token,user,uid,"groups"``), readable by its owner only."""
+    if not path.exists():
+        path.write_text(f'{secrets.token_urlsafe(32)},admin,admin,"system:masters"\n')
+        path.chmod(0o600)
+    return path.read_text().partition(",")[0]
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m apiserver.devrun")
     parser.add_argument("--port", type=int, default=6443)
@@ -100,9 +113,17 @@ def main(argv: list[str] | None = None) -> None:
     )
     config_path.write_text(kubeconfig(server, ca_path.read_bytes(), admin_cert, admin_key))
 
+    own_tokens = any(flag.startswith("--token-auth-file") for flag in args.extra)
+    tokens_path = cert_dir / "tokens.csv"
+    console = f"{server}/ui/"
+    if not own_tokens:
+        console += f"#token={admin_token(tokens_path)}"
     print(
         f"""
 apiserver: starting on {server} (embedded store in {data_dir})
+
+  Console (signs the admin in): {console}
+  (the browser must accept the CA {ca_path}, or skip its warning once)
 
   export KUBECONFIG={config_path}
   kubectl get --raw '/readyz?verbose'
@@ -129,6 +150,8 @@ Stop it with Ctrl-C (graceful shutdown).
             f"--service-account-key-file={sa_key}",
             f"--service-account-signing-key-file={sa_key}",
         ]
+    if not own_tokens:
+        flags.append(f"--token-auth-file={tokens_path}")
     flags += args.extra
     os.execv(exe, [exe, *flags])
 

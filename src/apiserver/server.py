@@ -87,6 +87,7 @@ from apiserver.audit.build import build_audit
 from apiserver.auth import build_auth
 from apiserver.auth.authn import api_audiences, install_authn_routes
 from apiserver.auth.authn.x509 import X509Authenticator
+from apiserver.console import console_handler
 from apiserver.debug import install_debug
 from apiserver.discovery import install_discovery, runtime_config_enables_events
 from apiserver.discovery.documents import ExtraGroup
@@ -396,6 +397,8 @@ class Server:
             ),
             flow_control=self.flow_control.stage,
             tracing=self.tracing.stage if self.tracing is not None else None,
+            # The operator console at /ui/ (docs/console.md): one prefix test on non-API paths.
+            console=console_handler(),
         )
         self.root.add(PartsService("auth-reload", auth_stages.background))
         self.router.add("/metrics", self.metrics.handler(profiling=bool(config.profiling)))

@@ -37,3 +37,25 @@ def test_own_service_account_flags_win(tmp_path: Path, monkeypatch: pytest.Monke
     assert [f for f in flags if f.startswith("--service-account-")] == [
         "--service-account-issuer=https://x"
     ]
+
+
+def test_console_sign_in_url_with_the_admin_token(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    flags = run(tmp_path, monkeypatch)
+    tokens = tmp_path / "var" / "certs" / "tokens.csv"
+    assert f"--token-auth-file={tokens}" in flags
+    token, user, uid, groups = tokens.read_text().strip().split(",")
+    assert (user, uid, groups) == ("admin", "admin", '"system:masters"')
+    assert tokens.stat().st_mode & 0o077 == 0
+    assert f"https://127.0.0.1:16443/ui/#token={token}" in capsys.readouterr().out
+    run(tmp_path, monkeypatch)
+    assert tokens.read_text().startswith(token + ",")  # made once
+
+
+def test_own_token_file_wins(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    flags = run(tmp_path, monkeypatch, "--", "--token-auth-file=/x.csv")
+    assert [f for f in flags if f.startswith("--token-auth-file")] == ["--token-auth-file=/x.csv"]
+    assert "https://127.0.0.1:16443/ui/\n" in capsys.readouterr().out

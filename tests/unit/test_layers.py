@@ -59,6 +59,8 @@ ALLOWED: dict[str, set[str]] = {
         "admission",
         "flowcontrol",
     },
+    # The operator console: served through the HTTP layer's request contract and App.write.
+    "console": {"http"},
     # assembly: may import everything
 }
 ASSEMBLY = {"server", "service", "tap", "cli", "devrun", "__main__", "logs", "gctune", "journald"}

@@ -269,6 +269,9 @@ class ServingPolicy:
     log_requests: bool = False
 
 
+#: ``/ui`` and everything under ``/ui/``: the console (``path[:4]`` of ``/uix`` is neither).
+_CONSOLE_PATHS = ("/ui", "/ui/")
+
 #: RST_STREAM code for a stream whose handler gave up after answering (RFC 9113 section 7).
 H2_INTERNAL_ERROR = 2
 TIMEOUT_BODY = (
@@ -294,8 +297,12 @@ class App:
         metrics: RequestMetrics | None = None,
         stages: Sequence[Filter] = (),
         goaway: Callable[[HTTPRequest], None] | None = None,
+        console: Callable[[HTTPRequest], None] | None = None,
     ) -> None:
         self.router = router
+        #: The operator console under ``/ui/`` (apiserver.console), or None: it answers
+        #: before the wait group and the stages (docs/console.md says why).
+        self.console = console
         #: ``--goaway-chance`` (apiserver.http.goaway), or None when it is 0.
         self.goaway = goaway
         self.clock = clock
@@ -313,7 +320,7 @@ class App:
         path = unquote(raw_path) if "%" in raw_path else raw_path
         query = parse_query(request.uri)
         info = RequestInfo(method, path, query, _is_long_running(method, path, query), False)
-        info.api = is_api_path(path)
+        info.api = api = is_api_path(path)
 
         headers = request.responseHeaders
         audit_id = request.getHeader(b"audit-id")
@@ -334,6 +341,12 @@ class App:
         if self.policy.hsts is not None:
             headers.setRawHeaders(b"strict-transport-security", [self.policy.hsts.encode()])
         if self.policy.cors_origins and self._cors(request, method):
+            return
+
+        # The operator console's pages and static assets (no data, no credentials: the data
+        # comes from the API with the user's token). API paths never reach the test below.
+        if not api and path[:4] in _CONSOLE_PATHS and self.console is not None:
+            self.console(request)
             return
 
         # GOAWAY by chance for HTTP/2 (WithProbabilisticGoaway), when --goaway-chance is set.

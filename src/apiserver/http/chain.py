@@ -49,6 +49,7 @@ def build_handler_chain(
     tracing: Filter | None = None,
     flow_control: Filter | None = None,
     goaway: Callable[[HTTPRequest], None] | None = None,
+    console: Callable[[HTTPRequest], None] | None = None,
 ) -> App:
     """The server's handler chain around ``router``, outermost first:
 
@@ -72,9 +73,12 @@ def build_handler_chain(
     ==========================================  ===============================================
 
     The first six are written inline in :meth:`App.handle` (they run for every request);
-    the rest are the App's stages. Differences from kube-apiserver, kept because clients see
-    them: the path is resolved into authorization attributes after the wait group (kube does
-    it outermost), and the deadline covers the handler only, not the stages.
+    the rest are the App's stages. ``console`` (the operator console, :mod:`apiserver.console`)
+    answers ``/ui`` and ``/ui/...`` right after CORS, before the wait group and the stages:
+    its pages carry no data and need no credentials (docs/console.md). Differences from
+    kube-apiserver, kept because clients see them: the path is resolved into authorization
+    attributes after the wait group (kube does it outermost), and the deadline covers the
+    handler only, not the stages.
 
     Admission is not here: it runs in the REST layer, between decoding and storage
     (:mod:`apiserver.admission`).
@@ -96,4 +100,5 @@ def build_handler_chain(
         metrics=metrics,
         stages=[stage for stage in slots if stage is not None],
         goaway=goaway,
+        console=console,
     )
