@@ -624,6 +624,8 @@ class PriorityAndFairness:
         stats.dispatched += 1
         started = waiting.started if waiting.started is not None else waiting.arrived
         stats.wait.observe(started - waiting.arrived)
+        # Not part of the request's SLI latency (apiserver_request_sli_duration_seconds).
+        info.unaccounted += started - waiting.arrived
         if info.long_running:
             # A watch gives its seat back once it is set up.
             queue = waiting.queue

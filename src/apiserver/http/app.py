@@ -110,6 +110,9 @@ class RequestInfo:
     #: The whole answer the chain wrote after the stages ran (a stage's refusal, the
     #: handler's Response), for audit's ``responseStatus``; None for a streamed answer.
     answer: Response | None = None
+    #: Seconds of this request's latency that its SLI does not count: waiting in a priority
+    #: and fairness queue (``request.TrackAPFQueueWaitLatency``).
+    unaccounted: float = 0.0
 
 
 def when_finished(request: HTTPRequest, info: RequestInfo, hook: Callable[[object], None]) -> None:

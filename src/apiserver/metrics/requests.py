@@ -107,6 +107,8 @@ class Series:
         "size_sum",
         "sized",
         "sizes",
+        "sli_corrections",
+        "sli_sum_correction",
     )
 
     def __init__(self, labels: tuple[str, ...], dry_run: str) -> None:
@@ -123,6 +125,11 @@ class Series:
         self.sized = False
         #: Long-running requests of this label set in progress.
         self.longrunning = 0
+        #: What the SLI histogram differs by from ``durations``: a request that waited in a
+        #: priority and fairness queue moves from its latency's bucket to the bucket of its
+        #: latency without the wait (None until one did).
+        self.sli_corrections: list[int] | None = None
+        self.sli_sum_correction = 0.0
 
 
 def _scope(info: ResolvedInfo) -> str:
@@ -177,6 +184,14 @@ class RequestRecorder:
         codes[code] = codes.get(code, 0) + 1
         series.durations[bisect_left(DURATION_BUCKETS, seconds)] += 1
         series.duration_sum += seconds
+        unaccounted = info.unaccounted
+        if unaccounted:
+            corrections = series.sli_corrections
+            if corrections is None:
+                corrections = series.sli_corrections = [0] * (_DURATION_N + 1)
+            corrections[bisect_left(DURATION_BUCKETS, seconds)] -= 1
+            corrections[bisect_left(DURATION_BUCKETS, max(0.0, seconds - unaccounted))] += 1
+            series.sli_sum_correction -= min(unaccounted, seconds)
         sizes = series.sizes
         if sizes is not None:
             size = request.sentLength if request is not None else 0
@@ -421,9 +436,12 @@ class RequestCollector(Collector):
                 # latency trackers in kube-apiserver (no component label).
                 continue
             counts, total = merged.get(s.labels, ([0] * (_DURATION_N + 1), 0.0))
+            durations = s.durations
+            if s.sli_corrections is not None:
+                durations = [a + b for a, b in zip(durations, s.sli_corrections, strict=True)]
             merged[s.labels] = (
-                [a + b for a, b in zip(counts, s.durations, strict=True)],
-                total + s.duration_sum,
+                [a + b for a, b in zip(counts, durations, strict=True)],
+                total + s.duration_sum + s.sli_sum_correction,
             )
         for labels, (counts, total) in merged.items():
             cumulative = _cumulative(counts)

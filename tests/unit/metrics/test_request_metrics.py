@@ -82,3 +82,27 @@ def test_list_and_deletecollection_verbs_split_off_get_and_delete() -> None:
     out = text(metrics)
     assert 'verb="LIST"' in out and 'verb="DELETECOLLECTION"' in out
     assert 'scope="namespace"' in out and 'resource="events"' in out
+
+
+def test_the_sli_histogram_leaves_out_the_priority_and_fairness_wait() -> None:
+    """``apiserver_request_sli_duration_seconds`` counts latency without the queue wait
+    (request.TrackAPFQueueWaitLatency); ``apiserver_request_duration_seconds`` with it."""
+    metrics = Metrics()
+    quick = info("GET", GET_ITEM)
+    metrics.request_started(quick)
+    metrics.request_finished(quick, 200, 0.02)
+    queued = info("GET", GET_ITEM)
+    queued.unaccounted = 2.9  # waited 2.9 s of its 3 s in a queue
+    metrics.request_started(queued)
+    metrics.request_finished(queued, 200, 3.0)
+    out = text(metrics)
+    sli = [line for line in out.splitlines() if line.startswith("apiserver_request_sli_")]
+    duration = [line for line in out.splitlines() if line.startswith("apiserver_request_dur")]
+
+    def bucket(lines: list[str], le: str) -> float:
+        return next(float(x.rsplit(" ", 1)[1]) for x in lines if f'le="{le}"' in x)
+
+    assert bucket(duration, "0.2") == 1 and bucket(duration, "4") == 2
+    assert bucket(sli, "0.2") == 2  # both under 0.2 s once the wait is left out
+    sum_line = next(x for x in sli if x.startswith("apiserver_request_sli_duration_seconds_sum"))
+    assert abs(float(sum_line.rsplit(" ", 1)[1]) - 0.12) < 1e-9
