@@ -448,6 +448,7 @@ class Server:
             reuse_port=config.permit_port_sharing,
             reactor=reactor,
             max_bytes_per_second=int(config.max_connection_bytes_per_sec or 0),
+            on_handshake_error=self.metrics.tls_handshake_errors.inc,
         )
         self.root.add(self.listener)
         self.root.add(self.post_start)

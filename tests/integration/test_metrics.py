@@ -136,3 +136,30 @@ def test_every_series_of_the_monitoring_mixin_is_exposed(
     # The read SLO's buckets hold the requests made above.
     assert "apiserver_request_sli_duration_seconds_bucket" in labels
     assert {"1", "5", "30"} <= bounds["apiserver_request_sli_duration_seconds_bucket"]
+
+
+def test_failed_tls_handshakes_are_counted(start_daemon: Callable[..., Daemon]) -> None:
+    """A client that leaves before the handshake, and one that speaks plain HTTP to the TLS
+    port: two ``apiserver_tls_handshake_errors_total`` (Go's server logs both as ``http: TLS
+    handshake error``)."""
+    import socket
+
+    daemon = start_daemon([])
+
+    def errors() -> float:
+        _, _, body = daemon.get("/metrics")
+        for family in text_string_to_metric_families(body.decode()):
+            if family.name == "apiserver_tls_handshake_errors":
+                return sum(sample.value for sample in family.samples)
+        raise AssertionError("apiserver_tls_handshake_errors_total is not exposed")
+
+    before = errors()
+    with socket.create_connection(("127.0.0.1", daemon.port)):
+        pass  # connect and leave
+    with socket.create_connection(("127.0.0.1", daemon.port)) as plain:
+        plain.sendall(b"GET /livez HTTP/1.1\r\nHost: x\r\n\r\n")
+        plain.recv(1024)
+    deadline = time.monotonic() + 10
+    while errors() < before + 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert errors() == before + 2

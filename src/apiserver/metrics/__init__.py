@@ -154,6 +154,14 @@ class Metrics:
             (),
             buckets=CERT_EXPIRATION_BUCKETS,
         )
+        # k8s.io/apiserver pkg/server/secure_serving.go: tlsHandshakeErrorWriter counts every
+        # "http: TLS handshake error" line of the HTTP server, EOF before the handshake included.
+        self.tls_handshake_errors = self._make(
+            Counter,
+            "apiserver_tls_handshake_errors_total",
+            "Number of requests dropped with 'TLS handshake error from' error",
+            (),
+        )
         # Audit (k8s.io/apiserver pkg/audit/metrics.go), recorded through AuditRecorder.
         self.audit_events = self._make(
             Counter,

@@ -19,9 +19,10 @@ from typing import Any
 from twisted.application.service import Service
 from twisted.internet import tcp
 from twisted.internet.defer import Deferred, maybeDeferred, succeed
-from twisted.internet.error import CannotListenError
+from twisted.internet.error import CannotListenError, ConnectionDone
 from twisted.logger import Logger
-from twisted.protocols.tls import TLSMemoryBIOFactory
+from twisted.protocols.tls import TLSMemoryBIOFactory, TLSMemoryBIOProtocol
+from twisted.python.failure import Failure
 from twisted.web.server import Site
 
 from apiserver.http.ratelimit import ReadRateLimitedFactory
@@ -47,6 +48,24 @@ class SharedPort(tcp.Port):
         return sock
 
 
+connection_done = Failure(ConnectionDone())
+
+
+def _handshake_counting(count: Callable[[], None]) -> type[TLSMemoryBIOProtocol]:
+    """The TLS protocol class that calls ``count`` for a connection lost before its
+    handshake completed: a failed handshake, or a client that left first (Go's server logs
+    ``http: TLS handshake error from ...: EOF`` then, and kube-apiserver counts that line in
+    ``apiserver_tls_handshake_errors_total``, k8s.io/apiserver pkg/server/secure_serving.go)."""
+
+    class HandshakeCounting(TLSMemoryBIOProtocol):
+        def connectionLost(self, reason: Failure = connection_done) -> None:
+            if not self._handshakeDone:
+                count()
+            super().connectionLost(reason)
+
+    return HandshakeCounting
+
+
 def listen_interfaces(bind_address: str) -> list[str]:
     """Interfaces to try, in order, for a ``--bind-address`` value."""
     if bind_address in ("", "0.0.0.0", "::"):
@@ -70,8 +89,11 @@ class ListenerService(Service):
         reuse_port: bool = False,
         backlog: int = 1024,
         max_bytes_per_second: int = 0,
+        on_handshake_error: Callable[[], None] | None = None,
     ) -> None:
         self.site = site
+        #: Called for each connection that ends before its TLS handshake completed.
+        self.on_handshake_error = on_handshake_error
         #: ``--max-connection-bytes-per-sec``: each connection's read rate (0: unlimited).
         self.max_bytes_per_second = max_bytes_per_second
         #: Returns the TLS context factory; called when listening, after the serving
@@ -95,6 +117,8 @@ class ListenerService(Service):
 
     def _listen(self) -> None:
         factory: Any = TLSMemoryBIOFactory(self.context(), False, self.site)
+        if self.on_handshake_error is not None:
+            factory.protocol = _handshake_counting(self.on_handshake_error)
         if self.max_bytes_per_second > 0:
             factory = ReadRateLimitedFactory(factory, self.max_bytes_per_second, self.reactor)
         last_error: Exception | None = None
