@@ -96,11 +96,9 @@ class EventLines:
         if stage == "RequestReceived" or record.response_status is None:
             pieces = template.received.get(decided)
             if pieces is None:
-                pieces = self._split(record, stage, None)
+                pieces = self._new(template.received, decided, record, stage, None)
                 if pieces is None:
-                    record.template = False
                     return None
-                template.received[decided] = pieces
             return b"".join(
                 (
                     pieces[0],
@@ -117,11 +115,9 @@ class EventLines:
         status = record.response_status
         pieces = template.with_status.get(decided)
         if pieces is None:
-            pieces = self._split(record, stage, status)
+            pieces = self._new(template.with_status, decided, record, stage, status)
             if pieces is None:
-                record.template = False
                 return None
-            template.with_status[decided] = pieces
         return b"".join(
             (
                 pieces[0],
@@ -173,6 +169,23 @@ class EventLines:
                 self._templates.clear()
             template = self._templates[key] = _Template((user,))
         return template, audit_id.encode(), record.received_text.encode()
+
+    def _new(
+        self,
+        variants: dict[Any, tuple[bytes, ...]],
+        decided: Any,
+        record: AuditRecord,
+        stage: str,
+        status: dict[str, Any] | None,
+    ) -> tuple[bytes, ...] | None:
+        """A template's pieces for a decision it has none for yet (the record goes the
+        encoder's way from now on if its event cannot be cut)."""
+        pieces = self._split(record, stage, status)
+        if pieces is None:
+            record.template = False
+            return None
+        variants[decided] = pieces
+        return pieces
 
     def _split(
         self, record: AuditRecord, stage: str, status: dict[str, Any] | None
