@@ -126,6 +126,7 @@ from apiserver.metrics.storage import (
     StoreTimings,
     TimedStore,
 )
+from apiserver.metrics.watchcache import WatchCacheCollector
 from apiserver.openapi import install_openapi
 from apiserver.options import ServerConfig, ineffective_flags
 from apiserver.options.files import load_config_files
@@ -361,6 +362,13 @@ class Server:
             )
         if self.encryption is not None:
             self.metrics.registry.register(self.encryption.metrics)
+        if self.cacher is not None:
+            # Events are stored as core Events: the reference's cacher labels them "", events.
+            self.metrics.registry.register(
+                WatchCacheCollector(
+                    self.cacher.stats, lambda prefix: ("", "events"), self.metrics.policy.enabled
+                )
+            )
         # Admission plugins (apiserver.admission.config): a bad --admission-control-config-file
         # stops start-up here (an AdmissionConfigError, a ValueError naming the file).
         self.admission = build_admission(

@@ -44,6 +44,9 @@ def test_metrics_count_requests_and_storage(start_daemon: Callable[..., Daemon])
     assert "apiserver_storage_objects" not in text
     assert "apiserver_storage_size_bytes{" in text
     assert "apiserver_request_duration_seconds_bucket{" in text
+    # The watch cache over the events (k8s.io/apiserver pkg/storage/cacher/metrics).
+    assert 'apiserver_watch_cache_initializations_total{group="",resource="events"} 1.0' in text
+    assert 'apiserver_watch_cache_capacity{group="",resource="events"}' in text
 
 
 def test_disabled_metrics_are_not_registered(start_daemon: Callable[..., Daemon]) -> None:

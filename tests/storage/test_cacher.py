@@ -414,6 +414,49 @@ async def test_paused_watch_resumes_without_loss(tmp_path: Path, make_cacher: An
         await store.stop()
 
 
+@pytest_twisted.ensureDeferred
+async def test_the_cache_counts_what_its_metrics_report(tmp_path: Path, make_cacher: Any) -> None:
+    """The counts behind apiserver_watch_cache_* (k8s.io/apiserver pkg/storage/cacher/metrics):
+    objects loaded, changes received and fanned out, watchers ended for being slow."""
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from apiserver.metrics.watchcache import WatchCacheCollector
+
+    store = SqliteStore(str(tmp_path / "s.db"), reactor=reactor, clock=Clock())
+    await store.start()
+    try:
+        await store.create(b"/r/a", b"1")
+        await store.create(b"/r/b", b"1")
+        cacher, _ = await make_cacher(store, [b"/r/"], max_pending_per_watcher=1, window=50)
+        events = Events()
+        slow = cacher.watch(b"/r/", 0, Events())
+        cacher.watch(b"/r/", 0, events)
+        slow.pauseProducing()
+        for name in (b"c", b"d", b"e"):
+            await store.create(b"/r/" + name, b"1")
+        await events.wait(3)
+        ((prefix, stats, revision, capacity),) = cacher.stats()
+        assert prefix == b"/r/" and capacity == 50
+        assert (stats.initializations, stats.init_events) == (1, 2)
+        assert (stats.received, stats.dispatched, stats.terminated) == (3, 3, 1)
+        registry = CollectorRegistry()
+        registry.register(WatchCacheCollector(cacher.stats, lambda p: ("", "events"), bool))
+        text = generate_latest(registry).decode()
+        labels = '{group="",resource="events"}'
+        for line in (
+            f"apiserver_watch_cache_events_received_total{labels} 3.0",
+            f"apiserver_watch_cache_events_dispatched_total{labels} 3.0",
+            f"apiserver_init_events_total{labels} 2.0",
+            f"apiserver_watch_cache_initializations_total{labels} 1.0",
+            f"apiserver_terminated_watchers_total{labels} 1.0",
+            f"apiserver_watch_cache_resource_version{labels} {float(revision)}",
+            f"apiserver_watch_cache_capacity{labels} 50.0",
+        ):
+            assert line in text
+    finally:
+        await store.stop()
+
+
 # -- list_cached and revisions ------------------------------------------------------------------
 
 

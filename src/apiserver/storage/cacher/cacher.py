@@ -198,6 +198,8 @@ class CacheWatch:
     def _end(self, error: Exception | None, slow: bool = False) -> None:
         if self._state == _ENDED:
             return
+        if slow:
+            self._cache.stats.terminated += 1
         self._cache._remove(self)
         self._state = _ENDED
         self.ended_slow = slow
@@ -210,6 +212,25 @@ class CacheWatch:
             self.done.callback(None)
         else:
             self.done.errback(Failure(error))
+
+
+class CacheStats:
+    """What kube-apiserver's watch-cache metrics count for one cached prefix
+    (k8s.io/apiserver pkg/storage/cacher/metrics), in plain integers read at scrape time."""
+
+    __slots__ = ("dispatched", "init_events", "initializations", "received", "terminated")
+
+    def __init__(self) -> None:
+        #: Changes received from the store watch (``events_received_total``).
+        self.received = 0
+        #: Changes fanned out to the client watches (``events_dispatched_total``).
+        self.dispatched = 0
+        #: Objects loaded by the lists (``init_events_total``).
+        self.init_events = 0
+        #: Lists of the prefix that loaded the cache (``initializations_total``).
+        self.initializations = 0
+        #: Watches ended for not keeping up (``terminated_watchers_total``).
+        self.terminated = 0
 
 
 class _Group:
@@ -245,6 +266,9 @@ class _PrefixCache:
         self.ready = False
         self.loaded_once = False
         self.stopped = False
+        self.stats = CacheStats()
+        #: The ring's size (``apiserver_watch_cache_capacity``).
+        self.capacity = window
         # Current state: sorted keys + key -> KeyValue.
         #: The keys in order (for prefix ranges). A sorted container, not a list kept
         #: sorted with ``insort``: inserting into a list moves every later key, which cost
@@ -349,6 +373,9 @@ class _PrefixCache:
         if gen != self._gen or self.stopped:
             return
         kvs, revision = listed
+        stats = self.stats
+        stats.initializations += 1
+        stats.init_events += len(kvs)
         self._keys = SortedList(kv.key for kv in kvs)
         self._map = {kv.key: kv for kv in kvs}
         self.revision = revision
@@ -411,6 +438,7 @@ class _PrefixCache:
         rev = kv.mod_revision
         if rev < self.revision or not key.startswith(self.prefix):
             return
+        self.stats.received += 1
         old = self._map.get(key)
         if event.type == "DELETE":
             if old is not None:
@@ -444,6 +472,7 @@ class _PrefixCache:
         rev = event.kv.mod_revision
         after = pos + 1
         self._dispatching = pos
+        self.stats.dispatched += 1
         try:
             for prefix, group in self._groups_snapshot:
                 if not key.startswith(prefix):
@@ -725,6 +754,10 @@ class Cacher:
     @property
     def prefixes(self) -> tuple[bytes, ...]:
         return tuple(c.prefix for c in self._caches)
+
+    def stats(self) -> list[tuple[bytes, CacheStats, int, int]]:
+        """(prefix, counts, revision, capacity) of every cached prefix, for the metrics."""
+        return [(c.prefix, c.stats, c.revision, c.capacity) for c in self._caches]
 
     # -- life cycle -------------------------------------------------------------------------
 
