@@ -166,3 +166,19 @@ def test_failed_tls_handshakes_are_counted(start_daemon: Callable[..., Daemon]) 
     while errors() < before + 2 and time.monotonic() < deadline:
         time.sleep(0.1)
     assert errors() == before + 2
+
+
+def test_watch_events_are_counted(start_daemon: Callable[..., Daemon]) -> None:
+    """Events written to watch clients: apiserver_watch_events_total and _sizes."""
+    daemon = start_daemon([])
+    path = "/apis/events.k8s.io/v1/namespaces/default/events"
+    status, _, body = daemon.get(
+        path, method="POST", headers={"Content-Type": "application/json"}, body=event_body("w1")
+    )
+    assert status == 201, body
+    status, _, body = daemon.get(path + "?watch=1&timeoutSeconds=1", timeout=20)
+    assert status == 200 and b'"ADDED"' in body
+    text = daemon.get("/metrics")[2].decode()
+    labels = 'group="events.k8s.io",resource="events",version="v1"'
+    assert f"apiserver_watch_events_total{{{labels}}} 1.0" in text
+    assert 'apiserver_watch_events_sizes_bucket{group="events.k8s.io",le="1024",' in text

@@ -44,6 +44,7 @@ from apiserver.metrics.requests import (
     RequestRecorder,
 )
 from apiserver.metrics.runtime import BuildInfoCollector, ThreadsCollector
+from apiserver.metrics.watches import WatchEventsCollector
 
 log = Logger()
 
@@ -116,6 +117,7 @@ class Metrics:
         ProcessCollector(registry=self.registry)
         PlatformCollector(registry=self.registry)
         self.registry.register(ThreadsCollector(self.policy.enabled))
+        self.registry.register(WatchEventsCollector(self.policy.enabled))
         self.terminations = self._make(
             Counter,
             "apiserver_request_terminations_total",

@@ -54,6 +54,7 @@ from apiserver.http.app import STREAMING, RequestInfo, header_value
 from apiserver.http.coalesce import WriteCoalescer
 from apiserver.http.request import HTTPRequest
 from apiserver.http.response import Response
+from apiserver.http.watchevents import watch_event_counts
 from apiserver.registry import codec
 from apiserver.registry.store import Obj, Registry, TryUpdate, metadata
 from apiserver.storage.interface import (
@@ -169,6 +170,7 @@ class EventsAPI:
         #: Managed fields of the other served version, compared in their own field names.
         self._other_versions = other_versions(view)
         self.gr = view.group_resource
+        self.watch_counts = watch_event_counts(view.group, view.version, view.resource)
         self.to_wire = view.to_wire
         # The registry's not-found and conflict texts name this view's group.
         registry = registry.for_group_resource(self.gr)
@@ -1099,6 +1101,7 @@ class EventsAPI:
             coalescer=self.coalescer,
             protobuf=self.protobuf,
             table=(self.view.table_row, self.view.columns),
+            counts=self.watch_counts,
         )
         await stream.start()
         return STREAMING

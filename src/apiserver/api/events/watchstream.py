@@ -26,6 +26,7 @@ from apiserver.apimachinery.negotiation import PROTOBUF
 from apiserver.http.coalesce import WriteCoalescer
 from apiserver.http.request import HTTPRequest
 from apiserver.http.status import status_body
+from apiserver.http.watchevents import WatchEventCounts
 from apiserver.registry.store import Obj, Registry, metadata
 from apiserver.storage.interface import CompactedError, PausableWatch, WatchEvent
 
@@ -89,8 +90,11 @@ class WatchStream:
         lifecycle: Any = None,
         protobuf: EventsProtobuf | None = None,
         table: tuple[Callable[[Obj, float], list[Any]], tuple[dict[str, Any], ...]] | None = None,
+        counts: WatchEventCounts | None = None,
     ) -> None:
         self.request = request
+        #: ``apiserver_watch_events_total`` / ``_sizes`` of the stream's resource.
+        self.counts = counts if counts is not None else WatchEventCounts()
         self.registry = registry
         self.namespace = namespace
         self.keep = keep
@@ -237,6 +241,7 @@ class WatchStream:
     def _write_bytes(self, line: bytes) -> None:
         if self.ended:
             return
+        self.counts.sent(len(line))
         pending = self._pending
         if pending is None:
             self._pending = [line]
