@@ -136,6 +136,14 @@ class Metrics:
             "Total size of the storage database file physically allocated in bytes.",
             ("endpoint",),
         )
+        # Ours (kube-apiserver's etcd has its quota alarm instead): the embedded store ran
+        # out of disk space, once per episode (writes refused until space is freed).
+        self.storage_out_of_space = self._make(
+            Counter,
+            "apiserver_storage_out_of_space_total",
+            "Number of times the embedded store ran out of disk space and refused writes.",
+            ("endpoint",),
+        )
         # Audit (k8s.io/apiserver pkg/audit/metrics.go), recorded through AuditRecorder.
         self.audit_events = self._make(
             Counter,

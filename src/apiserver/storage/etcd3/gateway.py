@@ -55,6 +55,7 @@ from zope.interface import implementer
 from apiserver.storage.interface import (
     CompactedError,
     FutureRevisionError,
+    NoSpaceError,
     StorageError,
     StorageTimeoutError,
     UnavailableError,
@@ -137,6 +138,8 @@ class LeaseNotFoundError(StorageError):
 _COMPACTED = "required revision has been compacted"
 _FUTURE = "required revision is a future revision"
 _LEASE_NOT_FOUND = "requested lease not found"
+#: etcd's quota alarm (``ErrGRPCNoSpace``): passed on as it is, as kube-apiserver does.
+_NO_SPACE = "database space exceeded"
 _TIMEOUT_MESSAGES = ("request timed out", "context deadline exceeded")
 _UNAVAILABLE_MESSAGES = ("no leader", "leader changed", "not capable", "too many requests")
 
@@ -154,6 +157,8 @@ def error_from_message(message: str, code: int = 0) -> StorageError:
         return FutureRevisionError(message)
     if _LEASE_NOT_FOUND in message:
         return LeaseNotFoundError(message)
+    if _NO_SPACE in message:
+        return NoSpaceError(message)
     if code == _GRPC_DEADLINE_EXCEEDED or any(m in message for m in _TIMEOUT_MESSAGES):
         return StorageTimeoutError(message)
     if code == _GRPC_UNAVAILABLE or any(m in message for m in _UNAVAILABLE_MESSAGES):
