@@ -46,6 +46,7 @@ from twisted.internet.error import ConnectError, ConnectionClosed, DNSLookupErro
 from twisted.internet.error import ConnectionRefusedError as TxConnectionRefusedError
 from twisted.internet.error import TimeoutError as TxTimeoutError
 from twisted.internet.task import deferLater
+from twisted.logger import Logger
 from twisted.python.failure import Failure
 from twisted.web.client import Agent, HTTPConnectionPool, ResponseFailed
 from twisted.web.http_headers import Headers
@@ -69,6 +70,8 @@ MAX_PERSISTENT_PER_HOST = 256
 #: Seconds an idle pooled connection is kept (etcd itself does not close idle gateway
 #: connections).
 CACHED_CONNECTION_TIMEOUT = 120
+
+log = Logger()
 
 _JSON_HEADERS = Headers({b"Content-Type": [b"application/json"]})
 
@@ -546,7 +549,14 @@ def _with_timeout(d: Deferred[Any], timeout: float, clock: Any) -> Deferred[Any]
         if failure.check(ResponseFailed, ConnectionClosed):
             return Failure(UnavailableError(CONNECTION_LOST))
         if failure.check(SSL.Error):
-            return Failure(UnavailableError(f"TLS error: {failure.value}"))
+            # gRPC's words; OpenSSL's error stack stays in the log.
+            log.info("etcd TLS handshake failed: {e}", e=failure.value)
+            return Failure(
+                UnavailableError(
+                    "rpc error: code = Unavailable desc = connection error: desc = "
+                    '"transport: authentication handshake failed"'
+                )
+            )
         return failure
 
     d.addErrback(map_errors)
