@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 PORT ?= 6443
 VAR ?= $(CURDIR)/var
 
-.PHONY: run test develop install-test install uninstall etcd chromium lint man bench clean proto
+.PHONY: run cluster test develop install-test install uninstall etcd chromium lint man bench clean proto
 
 # `make install` / `make uninstall`: the server as a system service (README, "Running it as a
 # service"). DESTDIR stages the whole tree elsewhere (packaging); the paths inside it stay
@@ -47,6 +47,11 @@ chromium:
 
 run: develop
 	$(BIN)/python -m apiserver.devrun --port $(PORT) --var $(VAR)
+
+# `make cluster`: a 3-member etcd on loopback and two servers sharing $(PORT) with
+# --permit-port-sharing (README, "Trying scale-out and failover"); Ctrl-C stops everything.
+cluster: develop etcd
+	$(BIN)/python -m apiserver.devcluster --port $(PORT) --var $(VAR)/cluster
 
 test: install-test etcd chromium
 	$(BIN)/python -m pytest -q -p no:randomly

@@ -434,6 +434,12 @@ class Server:
         self.root.add(
             PartsService("storage-metrics", [self.storage_metrics], after=self.wait_storage_ready)
         )
+        from apiserver.storage.sqlite import SqliteStore
+
+        if isinstance(store, SqliteStore):  # a full disk is counted (issue 17)
+            store.on_out_of_space = self.metrics.storage_out_of_space.labels(
+                self.storage_metrics.endpoint
+            ).inc
         if not config.disable_http2_serving:
             self.root.add(Http2Service(config.http2_max_streams_per_connection, configure_http2))
         # Audit backends start before the listener and are drained after it stops.

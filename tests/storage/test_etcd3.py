@@ -25,13 +25,17 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from twisted.internet import reactor
-from twisted.internet.defer import Deferred
+from twisted.internet.defer import Deferred, fail, succeed
+from twisted.internet.error import ConnectionLost, ConnectionRefusedError
 from twisted.internet.task import Clock, deferLater
+from twisted.python.failure import Failure
+from twisted.web.client import ResponseFailed
 from twisted.web.resource import Resource
 from twisted.web.server import Site
 
 from apiserver.storage.etcd3 import COMPACT_REV_KEY, Etcd3Store, EtcdTLSPolicy
-from apiserver.storage.etcd3.gateway import b64, prefix_end
+from apiserver.storage.etcd3 import gateway as gateway_module
+from apiserver.storage.etcd3.gateway import Gateway, b64, prefix_end
 from apiserver.storage.etcd3.lease import LeaseManager
 from apiserver.storage.interface import (
     CompactedError,
@@ -40,6 +44,7 @@ from apiserver.storage.interface import (
     KeyExistsError,
     KeyNotFoundError,
     KeyValue,
+    NoSpaceError,
     StorageTimeoutError,
     Store,
     UnavailableError,
@@ -727,3 +732,93 @@ async def test_tls_with_client_certificate(tmp_path: Path) -> None:
         await untrusting.stop()
     finally:
         server.stop()
+
+
+# --- failover without a real cluster (issue 17): a Clock and scripted answers -------------
+
+
+class _Answer:
+    def __init__(self, body: dict[str, Any]) -> None:
+        self.code = 200
+        self.body = json.dumps(body).encode()
+
+
+class _ScriptedGateway(Gateway):
+    """A gateway whose POSTs are answered by ``script(index, path)``."""
+
+    script: Any
+    posts: list[tuple[int, bytes]]
+
+    def _post(self, index: int, path: bytes, body: bytes) -> Any:
+        self.posts.append((index, path))
+        return self.script(index, path)
+
+
+def _scripted_gateway(
+    monkeypatch: pytest.MonkeyPatch, script: Any
+) -> tuple[Gateway, Clock, list[tuple[int, bytes]]]:
+    clock = Clock()
+    gateway = _ScriptedGateway(["http://a:1", "http://b:2"], clock, 5.0)
+    gateway.script, gateway.posts = script, []
+    monkeypatch.setattr(gateway_module.treq, "content", lambda response: succeed(response.body))
+    return gateway, clock, gateway.posts
+
+
+def test_lost_member_waits_for_a_new_leader_then_writes(monkeypatch: pytest.MonkeyPatch) -> None:
+    state = {"a_alive": True, "b_leader": "1"}
+
+    def script(index: int, path: bytes) -> Any:
+        if index == 0:
+            if not state["a_alive"]:
+                return fail(ConnectionRefusedError())
+            return succeed(_Answer({"header": {"member_id": "1", "revision": "5"}}))
+        if path == b"/v3/maintenance/status":
+            return succeed(_Answer({"header": {"member_id": "2"}, "leader": state["b_leader"]}))
+        return succeed(_Answer({"header": {"member_id": "2", "revision": "6"}}))
+
+    gateway, clock, posts = _scripted_gateway(monkeypatch, script)
+    first = gateway.call("/v3/kv/range", {}, idempotent=True)
+    assert first.called  # member 1 answered and is known
+    state["a_alive"] = False
+    write = gateway.call("/v3/kv/txn", {})
+    # Member 1 refused at once; member 2 still follows the dead leader: the write waits.
+    assert not write.called
+    assert (1, b"/v3/kv/txn") not in posts
+    clock.advance(gateway_module.LEADER_POLL_INTERVAL)
+    assert not write.called
+    state["b_leader"] = "2"  # elected
+    clock.advance(gateway_module.LEADER_POLL_INTERVAL)
+    assert write.called and posts[-1] == (1, b"/v3/kv/txn")
+    # From now on straight to member 2, no more status questions.
+    n = len(posts)
+    assert gateway.call("/v3/kv/txn", {}).called
+    assert posts[n:] == [(1, b"/v3/kv/txn")]
+
+
+def test_write_cut_off_answers_in_plain_words(monkeypatch: pytest.MonkeyPatch) -> None:
+    def script(index: int, path: bytes) -> Any:
+        return fail(ResponseFailed([Failure(ConnectionLost())]))
+
+    gateway, _, _ = _scripted_gateway(monkeypatch, script)
+    failures: list[Failure] = []
+    gateway.call("/v3/kv/txn", {}).addErrback(failures.append)
+    assert len(failures) == 1
+    assert failures[0].check(UnavailableError)
+    assert failures[0].getErrorMessage() == gateway_module.CONNECTION_LOST
+
+
+def test_no_member_reachable_in_plain_words(monkeypatch: pytest.MonkeyPatch) -> None:
+    gateway, _, _ = _scripted_gateway(monkeypatch, lambda i, p: fail(ConnectionRefusedError()))
+    failures: list[Failure] = []
+    gateway.call("/v3/kv/range", {}, idempotent=True).addErrback(failures.append)
+    message = failures[0].getErrorMessage()
+    assert message == (
+        'rpc error: code = Unavailable desc = connection error: desc = "transport: Error while '
+        "dialing: dial tcp a:1: connect: connection refused; dial tcp b:2: connect: connection "
+        'refused"'
+    )
+
+
+def test_no_space_is_its_own_error() -> None:
+    error = gateway_module.error_from_message("etcdserver: mvcc: database space exceeded", 8)
+    assert isinstance(error, NoSpaceError)

@@ -27,6 +27,7 @@ from apiserver.storage.interface import (
     CompactedError,
     KeyNotFoundError,
     KeyValue,
+    NoSpaceError,
     StorageError,
     StorageTimeoutError,
     UnavailableError,
@@ -551,3 +552,61 @@ async def _eventually(check: Any, timeout: float = 10.0) -> None:
         if time.monotonic() > deadline:
             raise AssertionError("condition not met in time")
         await sleep(0.01)
+
+
+# --- a full disk (issue 17) ---------------------------------------------------------------
+
+
+def _sqlite_error(code: int, message: str) -> sqlite3.OperationalError:
+    error = sqlite3.OperationalError(message)
+    error.sqlite_errorcode = code  # type: ignore[attr-defined]
+    return error
+
+
+@pytest_twisted.ensureDeferred
+async def test_full_disk_refuses_writes_once_logged_and_recovers(
+    opened: tuple[SqliteStore, Clock], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SQLITE_FULL injected at the writer: every write of the episode fails with NoSpaceError
+    (reported once), reads go on, and the next write after space is back commits."""
+    store, _ = opened
+    kept = await store.create(b"/r/kept", b"v")
+    full = [True]
+    real_create = store_module._Writer.create
+
+    def create(writer: Any, *args: Any) -> Any:
+        if full[0]:
+            raise _sqlite_error(13, "database or disk is full")
+        return real_create(writer, *args)
+
+    monkeypatch.setattr(store_module._Writer, "create", create)
+    reported: list[int] = []
+    store.on_out_of_space = lambda: reported.append(1)
+    for i in range(3):
+        with pytest.raises(NoSpaceError, match=r"^sqlite: database or disk is full$"):
+            await store.create(b"/r/k%d" % i, b"v")
+    assert reported == [1]
+    assert store.out_of_space
+    assert await store.get(b"/r/kept") == kept
+
+    full[0] = False
+    await store.create(b"/r/after", b"v")
+    assert not store.out_of_space
+    # Checkpoints were held back while the disk was full; with room the WAL is folded back
+    # (and truncated) right after the first write that commits.
+    assert os.path.getsize(store._path + "-wal") == 0
+    full[0] = True
+    with pytest.raises(NoSpaceError):
+        await store.create(b"/r/k9", b"v")
+    assert reported == [1, 1]  # a new episode is reported again
+
+
+def test_io_error_is_no_space_only_on_a_full_file_system(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    io_error = _sqlite_error(10, "disk I/O error")
+    assert store_module.is_no_space(_sqlite_error(13, "database or disk is full"), str(tmp_path))
+    assert not store_module.is_no_space(io_error, str(tmp_path))
+    monkeypatch.setattr(store_module, "free_bytes", lambda directory: 0)
+    assert store_module.is_no_space(io_error, str(tmp_path))
+    assert not store_module.is_no_space(_sqlite_error(5, "database is locked"), str(tmp_path))

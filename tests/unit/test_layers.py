@@ -63,7 +63,18 @@ ALLOWED: dict[str, set[str]] = {
     "console": {"http"},
     # assembly: may import everything
 }
-ASSEMBLY = {"server", "service", "tap", "cli", "devrun", "__main__", "logs", "gctune", "journald"}
+ASSEMBLY = {
+    "server",
+    "service",
+    "tap",
+    "cli",
+    "devrun",
+    "devcluster",
+    "__main__",
+    "logs",
+    "gctune",
+    "journald",
+}
 
 
 def package_of(path: Path) -> str:

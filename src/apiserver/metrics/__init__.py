@@ -164,6 +164,14 @@ class Metrics:
             "Number of requests dropped with 'TLS handshake error from' error",
             (),
         )
+        # Ours (kube-apiserver's etcd has its quota alarm instead): the embedded store ran
+        # out of disk space, once per episode (writes refused until space is freed).
+        self.storage_out_of_space = self._make(
+            Counter,
+            "apiserver_storage_out_of_space_total",
+            "Number of times the embedded store ran out of disk space and refused writes.",
+            ("endpoint",),
+        )
         # Audit (k8s.io/apiserver pkg/audit/metrics.go), recorded through AuditRecorder.
         self.audit_events = self._make(
             Counter,

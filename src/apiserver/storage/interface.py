@@ -145,6 +145,13 @@ class UnavailableError(StorageError):
     """The store cannot be reached (connection refused, all endpoints down)."""
 
 
+class NoSpaceError(UnavailableError):
+    """The store is out of space (a full disk under SQLite, etcd's quota): writes are refused
+    until space is freed, reads go on. An UnavailableError, so the API layer answers it as
+    kube-apiserver passes etcd's ``etcdserver: mvcc: database space exceeded`` on: a 500
+    InternalError naming the cause."""
+
+
 class StorageTimeoutError(StorageError):
     """The store did not answer in time."""
 

@@ -13,9 +13,10 @@ from collections.abc import Callable
 from typing import Any
 
 import orjson
-from twisted.internet.interfaces import IDelayedCall, IReactorTime
+from twisted.internet.interfaces import IDelayedCall, IPushProducer, IReactorTime
 from twisted.logger import Logger
 from twisted.python.failure import Failure
+from zope.interface import implementer
 
 from apiserver.api.events import convert
 from apiserver.api.events.encoding import EncodedEvents
@@ -66,6 +67,84 @@ def _memo_for(event: WatchEvent, registry: Registry) -> _EventMemo:
     return memo
 
 
+#: Bytes of initial events written per reactor turn while the connection takes them (and at
+#: least one event): about what a connection buffers before it asks its producer to pause, so
+#: a client that stops reading holds this much of the replay, not all of it.
+REPLAY_BYTES = 64 << 10
+
+
+@implementer(IPushProducer)
+class _Replay:
+    """Writes a watch's initial events a chunk per reactor turn, pausing with the connection.
+
+    The response's producer until the last event (and the initial-events-end bookmark) is
+    written; then :meth:`WatchStream._replay_done` hands over to the live watch. Released
+    (its items dropped, its call cancelled) as soon as the stream ends, a dropped client
+    included.
+    """
+
+    def __init__(self, stream: WatchStream, items: list[Obj], bookmark: int) -> None:
+        self.stream = stream
+        self.items: list[Obj] | None = items
+        self.pos = 0
+        #: The revision of the initial-events-end bookmark to send last (-1: none).
+        self.bookmark = bookmark
+        #: Set by the connection (registering may pause at once when its buffer is full).
+        self.paused = False
+        self.call: IDelayedCall | None = None
+
+    def pauseProducing(self) -> None:
+        self.paused = True
+        if self.call is not None and self.call.active():
+            self.call.cancel()
+        self.call = None
+
+    def resumeProducing(self) -> None:
+        self.paused = False
+        if self.call is None and self.items is not None:
+            self.call = self.stream.clock.callLater(0, self._run)
+
+    def stopProducing(self) -> None:
+        self.release()
+
+    def release(self) -> None:
+        self.pauseProducing()
+        self.items = None
+
+    def _run(self) -> None:
+        self.call = None
+        stream, items = self.stream, self.items
+        if items is None or self.paused or stream.ended:
+            return
+        pos, size, count = self.pos, 0, len(items)
+        while pos < count and size < REPLAY_BYTES:
+            stream._send("ADDED", items[pos])
+            pos += 1
+            pending = stream._pending
+            if pending:
+                size += len(pending[-1])
+        self.pos = pos
+        if pos >= count and self.bookmark >= 0:
+            stream._bookmark(self.bookmark, initial_events_end=True)
+            self.bookmark = -1
+        stream.flush()  # may pause us at once, when the connection's buffer fills
+        if stream.ended or self.items is None:
+            return
+        if self.pos < len(items) or self.bookmark >= 0:
+            if not self.paused:
+                self.call = stream.clock.callLater(0, self._run)
+        elif not self.paused:
+            self.items = None
+            stream._replay_done()
+        # else: all written but the connection is full: handed over once it drains.
+
+    def start(self) -> None:
+        """The first chunk at once (as the whole replay was written before), the rest on
+        later turns."""
+        if not self.paused:
+            self._run()
+
+
 class WatchStream:
     """Streams changes of one registry prefix to one HTTP request until it ends."""
 
@@ -114,6 +193,8 @@ class WatchStream:
         #: The resource's Table cells and column definitions (None: the events').
         self.table = table
         self.watch: PausableWatch | None = None
+        #: The initial events still being written (resourceVersion 0 or unset), or None.
+        self._replay: _Replay | None = None
         self.timer: IDelayedCall | None = None
         self.ended = False
         self._columns_sent = False
@@ -146,22 +227,41 @@ class WatchStream:
         if self.lifecycle is not None:
             self.lifecycle.add_watch(self)
 
-        for obj in initial:
-            self._send("ADDED", obj)
-        if self.send_initial_events and self.allow_bookmarks:
-            self._bookmark(initial_revision, initial_events_end=True)
-
         if self.ended:
             return
-        self.watch = self.registry.watch(self.namespace, start_revision, self._on_event)
-        self.watch.done.addCallbacks(self._watch_ended, self._watch_failed)
-        if not self.ended:
+        watch = self.watch = self.registry.watch(self.namespace, start_revision, self._on_event)
+        watch.done.addCallbacks(self._watch_ended, self._watch_failed)
+        if self.ended:
+            return
+        if initial or (self.send_initial_events and self.allow_bookmarks):
+            # The initial events go out under the same back-pressure as live ones (issue 17):
+            # a chunk per reactor turn while the connection takes them, none while it is full;
+            # changes meanwhile wait, bounded, in the paused watch (k8s.io/apiserver
+            # pkg/storage/cacher/cache_watcher.go sends its initEvents through the same
+            # result channel as live events).
+            watch.pauseProducing()
+            bookmark = initial_revision if self.send_initial_events and self.allow_bookmarks else -1
+            self._replay = _Replay(self, initial, bookmark)
+            self.request.registerProducer(self._replay, True)
+            self._replay.start()
+        else:
             # Flow control: every registry watch pauses while the connection's buffer is full
             # and is ended once it falls too far behind (bounded memory), from the watch cache
             # or, with --watch-cache=false, apiserver.storage.flowcontrol.
-            self.request.registerProducer(self.watch, True)
+            self.request.registerProducer(watch, True)
         if not self.ended:
             self.timer = self.clock.callLater(self.timeout, self.end)
+
+    def _replay_done(self) -> None:
+        """The initial events are all written and the connection has room: the live watch
+        takes over as the response's producer."""
+        self._replay = None
+        watch = self.watch
+        if self.ended or watch is None:
+            return
+        self.request.unregisterProducer()
+        self.request.registerProducer(watch, True)
+        watch.resumeProducing()
 
     # --- events ------------------------------------------------------------------------
 
@@ -326,6 +426,9 @@ class WatchStream:
     def _stop(self) -> None:
         self.ended = True
         self._pending = None
+        if self._replay is not None:
+            replay, self._replay = self._replay, None
+            replay.release()
         if self.timer is not None and self.timer.active():
             self.timer.cancel()
         if self.watch is not None:

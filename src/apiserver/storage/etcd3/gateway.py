@@ -15,6 +15,15 @@ Wire conventions of the gateway (etcd 3.4, ``/v3/``; ``/v3alpha/`` is not served
 This module owns the endpoints (failover in order, sticking to the one that last worked, like
 clientv3's balancer does for a single connection), TLS, per-request timeouts and the mapping of
 gateway errors onto the typed errors of :mod:`apiserver.storage.interface`.
+
+Failover: a member that refuses a connection or drops one mid-request is lost at once (a killed
+process closes its sockets; nothing waits for a timeout). The next request starts at the next
+endpoint, but first asks that member (``/v3/maintenance/status``, answered locally) until it
+names a leader other than the lost member: while the survivors still follow a dead leader (up
+to their election timeout) a proposal sent to them is forwarded into the void and would wait
+for the full request timeout. Reads and writes that were never sent are retried on the next
+endpoint; a write that may have reached etcd is not (clientv3's retry interceptor,
+go.etcd.io/etcd/client/v3/retry_interceptor.go, retries only what is safe the same way).
 """
 
 from __future__ import annotations
@@ -34,7 +43,10 @@ from twisted.internet import ssl
 from twisted.internet.defer import CancelledError, Deferred, ensureDeferred, succeed
 from twisted.internet.endpoints import HostnameEndpoint, wrapClientTLS
 from twisted.internet.error import ConnectError, ConnectionClosed, DNSLookupError
+from twisted.internet.error import ConnectionRefusedError as TxConnectionRefusedError
 from twisted.internet.error import TimeoutError as TxTimeoutError
+from twisted.internet.task import deferLater
+from twisted.logger import Logger
 from twisted.python.failure import Failure
 from twisted.web.client import Agent, HTTPConnectionPool, ResponseFailed
 from twisted.web.http_headers import Headers
@@ -44,6 +56,7 @@ from zope.interface import implementer
 from apiserver.storage.interface import (
     CompactedError,
     FutureRevisionError,
+    NoSpaceError,
     StorageError,
     StorageTimeoutError,
     UnavailableError,
@@ -58,6 +71,8 @@ MAX_PERSISTENT_PER_HOST = 256
 #: connections).
 CACHED_CONNECTION_TIMEOUT = 120
 
+log = Logger()
+
 _JSON_HEADERS = Headers({b"Content-Type": [b"application/json"]})
 
 # gRPC status codes that etcd returns through the gateway.
@@ -65,6 +80,35 @@ _GRPC_DEADLINE_EXCEEDED = 4
 _GRPC_UNAVAILABLE = 14
 
 _CONNECT_ERRORS: tuple[type[Exception], ...] = (ConnectError, DNSLookupError)
+#: Seconds between two status questions while waiting for a cluster to elect a leader.
+LEADER_POLL_INTERVAL = 0.05
+#: What a client is told when its member dropped the connection before answering: the words
+#: gRPC's transport gives clientv3 (and kube-apiserver passes on) in that case.
+CONNECTION_LOST = "rpc error: code = Unavailable desc = error reading from server: EOF"
+
+
+def dial_error(endpoint: str, error: BaseException) -> str:
+    """gRPC's words for a member that could not be reached (``transport: Error while
+    dialing``), rather than Twisted's exception text."""
+    hostport = endpoint.split("://", 1)[-1]
+    if isinstance(error, TxConnectionRefusedError):
+        reason = "connect: connection refused"
+    elif isinstance(error, DNSLookupError):
+        reason = "no such host"
+    elif isinstance(error, TxTimeoutError):
+        reason = "i/o timeout"
+    else:
+        reason = "connect: " + (str(error).split(":", 1)[0].strip().lower() or "failed")
+    return f"dial tcp {hostport}: {reason}"
+
+
+def unreachable(errors: list[str]) -> str:
+    return (
+        'rpc error: code = Unavailable desc = connection error: desc = "transport: Error while '
+        "dialing: " + "; ".join(errors) + '"'
+    )
+
+
 _STREAM_ERRORS: tuple[type[Exception], ...] = (*_CONNECT_ERRORS, ResponseFailed, ConnectionClosed)
 
 
@@ -97,6 +141,8 @@ class LeaseNotFoundError(StorageError):
 _COMPACTED = "required revision has been compacted"
 _FUTURE = "required revision is a future revision"
 _LEASE_NOT_FOUND = "requested lease not found"
+#: etcd's quota alarm (``ErrGRPCNoSpace``): passed on as it is, as kube-apiserver does.
+_NO_SPACE = "database space exceeded"
 _TIMEOUT_MESSAGES = ("request timed out", "context deadline exceeded")
 _UNAVAILABLE_MESSAGES = ("no leader", "leader changed", "not capable", "too many requests")
 
@@ -114,6 +160,8 @@ def error_from_message(message: str, code: int = 0) -> StorageError:
         return FutureRevisionError(message)
     if _LEASE_NOT_FOUND in message:
         return LeaseNotFoundError(message)
+    if _NO_SPACE in message:
+        return NoSpaceError(message)
     if code == _GRPC_DEADLINE_EXCEEDED or any(m in message for m in _TIMEOUT_MESSAGES):
         return StorageTimeoutError(message)
     if code == _GRPC_UNAVAILABLE or any(m in message for m in _UNAVAILABLE_MESSAGES):
@@ -251,7 +299,9 @@ class Gateway:
     A request that cannot connect moves on to the next endpoint (and the next request starts
     there). A read whose connection broke before an answer is retried on the next endpoint
     too; a write is not, as it may have been applied (the caller sees UnavailableError).
-    Every request, failover included, is bounded by a timeout on the injected clock.
+    After a member is lost, requests wait (sharing one poll) until the next member names a
+    live leader; see the module docstring. Every request, failover included, is bounded by a
+    timeout on the injected clock.
     """
 
     endpoints: list[str]
@@ -263,11 +313,19 @@ class Gateway:
     _pool: HTTPConnectionPool = attrs.field(init=False)
     _agent: Any = attrs.field(init=False)
     _urls: list[bytes] = attrs.field(init=False)
+    #: Member id of each endpoint, learnt from the header of its first answer (0: unknown).
+    _member_ids: list[int] = attrs.field(init=False)
+    #: Set when a member was lost; cleared once a live member names a live leader.
+    _failing_over: bool = attrs.field(init=False, default=False)
+    _lost: set[int] = attrs.field(init=False, factory=set)
+    _leader_polls: dict[int, Deferred[None]] = attrs.field(init=False, factory=dict)
+    _leader_waiters: dict[int, list[Deferred[None]]] = attrs.field(init=False, factory=dict)
 
     def __attrs_post_init__(self) -> None:
         if not self.endpoints:
             raise ValueError("no etcd endpoint given")
         self._urls = [e.encode("ascii") for e in self.endpoints]
+        self._member_ids = [0] * len(self.endpoints)
         self._pool = HTTPConnectionPool(self.reactor, persistent=True)
         self._pool.maxPersistentPerHost = MAX_PERSISTENT_PER_HOST
         self._pool.cachedConnectionTimeout = CACHED_CONNECTION_TIMEOUT
@@ -289,7 +347,64 @@ class Gateway:
         return self.reactor
 
     def close(self) -> Deferred[None]:
+        for poll in list(self._leader_polls.values()):
+            poll.cancel()
         return self._pool.closeCachedConnections()
+
+    # -- failover ---------------------------------------------------------------------------
+
+    def _lost_member(self, index: int) -> None:
+        """Endpoint ``index`` refused or dropped a connection: skip it from now on and make
+        the next requests wait for a leader the survivors agree on."""
+        self._failing_over = True
+        member = self._member_ids[index]
+        if member:
+            self._lost.add(member)
+        if self._current == index:
+            self._current = (index + 1) % len(self.endpoints)
+
+    def _leader_known(self, index: int) -> Deferred[None]:
+        """Fires once endpoint ``index`` names a leader that is not a lost member; errbacks
+        when it cannot be reached. Concurrent requests share one poll; each gets its own
+        Deferred, so cancelling one request (its timeout) leaves the others waiting."""
+        mine: Deferred[None] = Deferred()
+        waiters = self._leader_waiters.get(index)
+        if waiters is not None:
+            waiters.append(mine)
+            return mine
+        waiters = self._leader_waiters[index] = [mine]
+
+        def finish(result: Any) -> None:
+            self._leader_polls.pop(index, None)
+            for waiter in self._leader_waiters.pop(index, ()):
+                if waiter.called:
+                    continue
+                if isinstance(result, Failure):
+                    waiter.errback(result)
+                else:
+                    waiter.callback(None)
+
+        poll = ensureDeferred(self._poll_leader(index))
+        self._leader_polls[index] = poll
+        poll.addBoth(finish)
+        return mine
+
+    async def _poll_leader(self, index: int) -> None:
+        deadline = self.clock.seconds() + self.request_timeout
+        while True:
+            response = await self._post(index, b"/v3/maintenance/status", b"{}")
+            data = self._decode(response, await treq.content(response))
+            header = data.get("header") or {}
+            member = self._member_ids[index] = as_int(header.get("member_id"))
+            self._lost.discard(member)  # it answered: it is back (a restarted member)
+            leader = as_int(data.get("leader"))
+            if leader and leader not in self._lost:
+                self._failing_over = False
+                self._lost.clear()
+                return
+            if self.clock.seconds() >= deadline:
+                raise UnavailableError("etcdserver: no leader")
+            await deferLater(self.clock, LEADER_POLL_INTERVAL)
 
     # -- unary requests ---------------------------------------------------------------------
 
@@ -316,21 +431,26 @@ class Gateway:
     async def _call(self, path: bytes, body: bytes, idempotent: bool) -> dict[str, Any]:
         n = len(self.endpoints)
         errors: list[str] = []
+        start = self._current
         for i in range(n):
-            index = (self._current + i) % n
+            index = (start + i) % n
             endpoint = self.endpoints[index]
             try:
+                if self._failing_over:
+                    await self._leader_known(index)
                 response = await self._post(index, path, body)
                 content = await treq.content(response)
             except _CONNECT_ERRORS as e:
-                errors.append(f"{endpoint}: {e}")
+                self._lost_member(index)
+                errors.append(dial_error(endpoint, e))
                 continue
             except (ResponseFailed, ConnectionClosed) as e:
                 if _cancelled(e):
                     raise
+                self._lost_member(index)
                 if not idempotent:
-                    raise UnavailableError(f"{endpoint}: connection lost: {e}") from None
-                errors.append(f"{endpoint}: {e}")
+                    raise UnavailableError(CONNECTION_LOST) from None
+                errors.append(f"dial tcp {endpoint.split('://', 1)[-1]}: connection lost")
                 continue
             try:
                 data = self._decode(response, content)
@@ -342,8 +462,10 @@ class Gateway:
                     continue
                 raise
             self._current = index
+            if not self._member_ids[index]:
+                self._member_ids[index] = as_int((data.get("header") or {}).get("member_id"))
             return data
-        raise UnavailableError("no etcd endpoint reachable: " + "; ".join(errors))
+        raise UnavailableError(unreachable(errors))
 
     def _decode(self, response: Any, content: bytes) -> dict[str, Any]:
         try:
@@ -375,15 +497,17 @@ class Gateway:
     async def _open_stream(self, path: bytes, body: bytes) -> Any:
         n = len(self.endpoints)
         errors: list[str] = []
+        start = self._current
         for i in range(n):
-            index = (self._current + i) % n
+            index = (start + i) % n
             endpoint = self.endpoints[index]
             try:
                 response = await self._post(index, path, body)
             except _STREAM_ERRORS as e:
                 if _cancelled(e):
                     raise
-                errors.append(f"{endpoint}: {e}")
+                self._lost_member(index)
+                errors.append(dial_error(endpoint, e))
                 continue
             if response.code != 200:
                 content = await treq.content(response)
@@ -391,7 +515,7 @@ class Gateway:
                 raise StorageError(f"etcd gateway answered {response.code}")
             self._current = index
             return response
-        raise UnavailableError("no etcd endpoint reachable: " + "; ".join(errors))
+        raise UnavailableError(unreachable(errors))
 
 
 def _cancelled(e: BaseException) -> bool:
@@ -418,10 +542,21 @@ def _with_timeout(d: Deferred[Any], timeout: float, clock: Any) -> Deferred[Any]
             return failure
         if failure.check(TxTimeoutError):
             return Failure(StorageTimeoutError(str(failure.value)))
-        if failure.check(*_CONNECT_ERRORS, ResponseFailed, ConnectionClosed):
-            return Failure(UnavailableError(str(failure.value)))
+        if failure.check(*_CONNECT_ERRORS):
+            return Failure(
+                UnavailableError(unreachable([dial_error("", failure.value or ConnectError())]))
+            )
+        if failure.check(ResponseFailed, ConnectionClosed):
+            return Failure(UnavailableError(CONNECTION_LOST))
         if failure.check(SSL.Error):
-            return Failure(UnavailableError(f"TLS error: {failure.value}"))
+            # gRPC's words; OpenSSL's error stack stays in the log.
+            log.info("etcd TLS handshake failed: {e}", e=failure.value)
+            return Failure(
+                UnavailableError(
+                    "rpc error: code = Unavailable desc = connection error: desc = "
+                    '"transport: authentication handshake failed"'
+                )
+            )
         return failure
 
     d.addErrback(map_errors)

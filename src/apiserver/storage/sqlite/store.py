@@ -53,6 +53,7 @@ from apiserver.storage.interface import (
     KeyExistsError,
     KeyNotFoundError,
     KeyValue,
+    NoSpaceError,
     PeriodicTask,
     RangeResult,
     StorageError,
@@ -122,6 +123,34 @@ class _Writer:
         self._next = rev  # last revision taken in the open transaction
         self._compact = compact_rev  # compacted revision in the open transaction
         self.events: list[WatchEvent] = []
+        #: Set when the disk filled up: SQLite's checkpoints at commit are off (one would
+        #: grow the database file into whatever space is freed, taking it from the writes)
+        #: until :meth:`checkpoint_if_room` finds room for the WAL's pages and folds it back.
+        self.checkpoint_deferred = False
+
+    def defer_checkpoints(self) -> None:
+        if not self.checkpoint_deferred:
+            self.checkpoint_deferred = True
+            try:
+                self.conn.execute("PRAGMA wal_autocheckpoint = 0")
+            except sqlite3.Error:
+                pass
+
+    def checkpoint_if_room(self, path: str) -> bool:
+        """Fold the WAL back into the database (and truncate it) once the file system has
+        room for every page it may add; True when done."""
+        try:
+            wal = os.path.getsize(path + "-wal")
+            if free_bytes(os.path.dirname(path) or ".") < wal + CHECKPOINT_MARGIN:
+                return False
+            busy = self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+            if busy:
+                return False
+            self.conn.execute(f"PRAGMA wal_autocheckpoint = {AUTOCHECKPOINT_PAGES}")
+        except (OSError, sqlite3.Error):
+            return False
+        self.checkpoint_deferred = False
+        return True
 
     # -- transactions --------------------------------------------------------------------
 
@@ -543,6 +572,11 @@ class SqliteStore:
     :meth:`start` to :meth:`stop`; the server passes False and runs them as child services
     of its tree (``apiserver.service.maintenance``).
 
+    A full disk: writes fail with :class:`NoSpaceError` (logged once, ``on_out_of_space``
+    called once, per episode), reads go on, and each new write tries again, so writes resume
+    as soon as space is freed; checkpoints wait until the WAL's pages fit (see
+    ``_Writer.defer_checkpoints``).
+
     Capabilities: the writer is in this process and a commit reaches the watches before its
     writer is answered, so the store knows its committed revision synchronously
     (:meth:`committed_revision`). Watches deliver as commits happen (no pause).
@@ -563,8 +597,14 @@ class SqliteStore:
         run_maintenance: bool = True,
     ) -> None:
         self._path = path
+        self._dir = os.path.dirname(os.path.abspath(path))
         self._reactor: Any = reactor
         self._clock: Any = clock if clock is not None else reactor
+        #: True from a write refused for want of disk space to the next write that commits.
+        self.out_of_space = False
+        #: Called once each time the store runs out of space (the server counts it in
+        #: ``apiserver_storage_out_of_space_total``).
+        self.on_out_of_space: Callable[[], None] | None = None
         self._max_batch = max(1, max_batch)
         self._state = "new"  # new -> starting -> running -> stopping -> stopped
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
@@ -712,11 +752,15 @@ class SqliteStore:
                 call(self._batch_done, leftovers, [], writer.rev, writer.compact_rev)
             if not stopping:
                 call(self._writer_died)
-            try:
-                # Fold the WAL back into the database so the file stands alone at rest.
-                conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            except sqlite3.Error:
-                pass
+            if writer.checkpoint_deferred:
+                # Not into space the disk does not have: the WAL is replayed at next open.
+                writer.checkpoint_if_room(self._path)
+            else:
+                try:
+                    # Fold the WAL back into the database so the file stands alone at rest.
+                    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                except sqlite3.Error:
+                    pass
             conn.close()
             os.close(lock_fd)
             call(self._writer_done.callback, None)
@@ -735,16 +779,27 @@ class SqliteStore:
         if self._state == "running":
             self._state = "failed"
 
-    @staticmethod
-    def _run(writer: _Writer, batch: list[_Op]) -> list[WatchEvent]:
+    def _run(self, writer: _Writer, batch: list[_Op]) -> list[WatchEvent]:
         try:
-            return writer.run_batch(batch)
+            events = writer.run_batch(batch)
         except Exception as e:
+            if is_no_space(e, self._dir):
+                # Nothing of the batch was written; every op hears why, and the next batch
+                # tries again (writes resume as soon as space is freed, no restart).
+                writer.defer_checkpoints()
+                error = NoSpaceError(f"sqlite: {NO_SPACE}")
+                for op in batch:
+                    op.result, op.error = None, error
+                return []
             if len(batch) == 1:
                 batch[0].error = _as_storage_error(e)
                 return []
+        else:
+            if writer.checkpoint_deferred:
+                writer.checkpoint_if_room(self._path)
+            return events
         # One request broke the transaction: retry each alone so the others still succeed.
-        events: list[WatchEvent] = []
+        events = []
         for op in batch:
             op.result = op.error = None
             try:
@@ -760,11 +815,28 @@ class SqliteStore:
         self._compact_rev = compact_rev
         if events and self._watches:
             self._dispatch(events)
+        if self.out_of_space and events:
+            self.out_of_space = False
+            _log.warn("sqlite store {path}: writes accepted again", path=self._path)
         for op in batch:
             if op.error is not None:
+                if op.error.__class__ is NoSpaceError and not self.out_of_space:
+                    self._ran_out_of_space()
                 op.deferred.errback(Failure(op.error))
             else:
                 op.deferred.callback(op.result)
+
+    def _ran_out_of_space(self) -> None:
+        """Log once per episode (not per refused write, as a traceback each time would) and
+        count it; reads go on, writes are tried again as they come."""
+        self.out_of_space = True
+        _log.error(
+            "sqlite store {path}: the disk is full; writes are refused until space is freed, "
+            "reads go on",
+            path=self._path,
+        )
+        if self.on_out_of_space is not None:
+            self.on_out_of_space()
 
     def _submit(self, fn: Callable[..., _T], *args: Any) -> Deferred[_T]:
         if self._state != "running":
@@ -1001,6 +1073,39 @@ def _chain(d: Deferred[None]) -> Deferred[None]:
 def _check_key(key: bytes) -> None:
     if not isinstance(key, bytes):
         raise TypeError(f"keys are bytes, got {type(key).__name__}")
+
+
+#: SQLite's primary result codes for a full disk or database (``SQLITE_FULL``), and the I/O
+#: error a failed write of the WAL or its index can end in when the file system is full.
+_SQLITE_FULL = 13
+_SQLITE_IOERR = 10
+#: Bytes kept free beyond the WAL's size before a checkpoint may grow the database file.
+CHECKPOINT_MARGIN = 1 << 20
+#: Pages the WAL may hold before SQLite checkpoints it at commit (its default).
+AUTOCHECKPOINT_PAGES = 1000
+NO_SPACE = "database or disk is full"
+
+
+def free_bytes(directory: str) -> int:
+    """Bytes an unprivileged writer may still use on the file system of ``directory``."""
+    st = os.statvfs(directory)
+    return st.f_bavail * st.f_frsize
+
+
+def is_no_space(e: BaseException, directory: str) -> bool:
+    """Whether ``e`` is SQLite failing for want of disk space: ``SQLITE_FULL``, or an I/O
+    error (a WAL or index write cut short) while the file system has no room left."""
+    if not isinstance(e, sqlite3.Error):
+        return False
+    code = getattr(e, "sqlite_errorcode", 0) & 0xFF
+    if code == _SQLITE_FULL:
+        return True
+    if code != _SQLITE_IOERR:
+        return False
+    try:
+        return free_bytes(directory) < CHECKPOINT_MARGIN
+    except OSError:
+        return False
 
 
 def _as_storage_error(e: BaseException) -> StorageError:
