@@ -21,14 +21,18 @@ component-base ``tracing``:
 
 Without the flag nothing here is built: the chain's tracing slot is empty and the registries
 get the plain store, so an untraced server pays nothing. With it, the request span is known to
-the storage wrapper through :data:`CURRENT`, set by the stage and cleared by
-:class:`TracingApp` once the chain's synchronous part returns; storage calls made later, from
-a callback, are not traced (Deferred callbacks do not carry a context).
+the storage wrapper through the context variable :data:`CURRENT_SPAN`, set by the stage and
+reset by :class:`TracingApp` once the chain's synchronous part returns. The handlers are
+coroutines, and Twisted runs each coroutine in a copy of the context it was started in
+(``Deferred.fromCoroutine``), so their storage calls after an ``await`` still see their
+request's span; only a call made from a bare Deferred callback, outside any coroutine, is
+not traced.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 from twisted.application.service import Service
@@ -48,13 +52,8 @@ SERVICE_NAME = "apiserver"
 PRIVILEGED_GROUPS = frozenset(("system:masters", "system:monitoring"))
 
 
-class _Current:
-    """The span of the traced request whose chain is running now (reactor thread only)."""
-
-    span: Span | None = None
-
-
-CURRENT = _Current()
+#: The span of the traced request whose chain, or one of whose coroutines, is running.
+CURRENT_SPAN: ContextVar[Span | None] = ContextVar("apiserver_request_span", default=None)
 
 
 def span_name(info: RequestInfo) -> str:
@@ -171,7 +170,7 @@ class Tracing(Service):
                 "audit-id": audit_id[0].decode("latin-1") if audit_id else "",
             },
         )
-        CURRENT.span = span
+        CURRENT_SPAN.set(span)
 
         def finished(result: object) -> None:
             span.set_attribute("http.status_code", request.code)
@@ -188,7 +187,7 @@ class Tracing(Service):
 
     def child(self, name: str, attributes: dict[str, Any]) -> Span | None:
         """A span under the running request's, or None outside a traced request."""
-        parent = CURRENT.span
+        parent = CURRENT_SPAN.get()
         tracer = self.tracer
         if parent is None or tracer is None:
             return None
@@ -206,10 +205,11 @@ class TracingApp:
         self.app = app
 
     def handle(self, request: HTTPRequest) -> None:
+        token = CURRENT_SPAN.set(None)
         try:
             self.app.handle(request)
         finally:
-            CURRENT.span = None
+            CURRENT_SPAN.reset(token)
 
 
 #: Store methods traced, and the operation names of their spans.
@@ -243,7 +243,7 @@ class TracedStore:
         tracing = self._tracing
 
         def traced(*args: Any, **kwargs: Any) -> Any:
-            if CURRENT.span is None:
+            if CURRENT_SPAN.get() is None:
                 return inner(*args, **kwargs)
             key = args[0] if args else b""
             span = tracing.child(

@@ -17,7 +17,7 @@ from apiserver.auth.interface import UserInfo
 from apiserver.auth.requestinfo import parse_request_info
 from apiserver.http.app import RequestInfo
 from apiserver.options.files import TracingConfig
-from apiserver.tracing import CURRENT, TracedStore, Tracing, TracingApp, span_name
+from apiserver.tracing import CURRENT_SPAN, TracedStore, Tracing, TracingApp, span_name
 
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 PARENT = "00f067aa0ba902b7"
@@ -54,8 +54,9 @@ def run(t: Tracing, groups: tuple[str, ...]) -> Any:
         b"POST", NS.encode(), headers={b"traceparent": [f"00-{TRACE}-{PARENT}-01".encode()]}
     )
     i = info("POST", NS, groups)
+    token = CURRENT_SPAN.set(None)
     t.stage(request, i)
-    CURRENT.span = None  # what TracingApp does once the chain returns
+    CURRENT_SPAN.reset(token)  # what TracingApp does once the chain returns
     request.setResponseCode(201)
     request.finish()
     return request
@@ -102,10 +103,50 @@ def test_store_calls_get_spans_only_inside_a_traced_request() -> None:
 
     request = FakeRequest(b"GET", (NS + "/a").encode())
     TracingApp(Chain()).handle(request)
-    assert CURRENT.span is None
+    assert CURRENT_SPAN.get() is None
     request.finish()
     names = [s.name for s in exporter.get_finished_spans()]
     assert names == [
         "Get memory",
         "GET /apis/events.k8s.io/v1/namespaces/{:namespace}/events/{:name}",
+    ]
+
+
+def test_store_calls_after_an_await_belong_to_their_request() -> None:
+    """A handler coroutine that awaits, then reads: its read is a child of its own request's
+    span, not of whichever request runs when it resumes (the coroutine keeps the context it
+    started in)."""
+    from twisted.internet.defer import Deferred
+
+    t, exporter = tracing()
+    store = TracedStore(Store(), t)
+    gates: list[Deferred[None]] = []
+
+    async def handler(key: bytes) -> None:
+        gate: Deferred[None] = Deferred()
+        gates.append(gate)
+        await gate
+        await store.get(key)
+
+    class Chain:
+        def handle(self, request: Any) -> None:
+            t.stage(request, info("GET", NS + "/" + request.uri.decode()[-1], ("system:masters",)))
+            Deferred.fromCoroutine(handler(request.uri))
+
+    first, second = FakeRequest(b"GET", b"/x/a"), FakeRequest(b"GET", b"/x/b")
+    TracingApp(Chain()).handle(first)
+    TracingApp(Chain()).handle(second)
+    assert CURRENT_SPAN.get() is None
+    gates[1].callback(None)  # the second request's read first
+    gates[0].callback(None)
+    first.finish()
+    second.finish()
+    reads = [s for s in exporter.get_finished_spans() if s.name == "Get memory"]
+    assert len(reads) == 2
+    requests = [s for s in exporter.get_finished_spans() if s.name != "Get memory"]
+    by_id = {r.context.span_id: dict(r.attributes or {})["http.target"] for r in requests}
+    pairs = [(by_id[r.parent.span_id], dict(r.attributes or {})["key"]) for r in reads if r.parent]
+    assert sorted(pairs) == [
+        ("/x/a", "/x/a"),
+        ("/x/b", "/x/b"),
     ]
