@@ -36,6 +36,8 @@ from twisted.web.http_headers import Headers
 from twisted.web.iweb import IPolicyForHTTPS
 from zope.interface import implementer
 
+from apiserver.http import spans
+
 _PEM_CERT = re.compile(rb"-----BEGIN CERTIFICATE-----.+?-----END CERTIFICATE-----", re.DOTALL)
 
 
@@ -314,12 +316,19 @@ def post_json(
     )
     for name, values in (headers or {}).items():
         all_headers.setRawHeaders(name, values)
+    span = spans.start("POST", url) if spans.start is not None else None
+    if span is not None:
+        for name, values in span.headers.items():
+            all_headers.setRawHeaders(name, values)
     d: Deferred[Any] = client.request("POST", url, headers=all_headers, data=body)
     timer: IDelayedCall | None = None
     if timeout > 0:
         timer = clock.callLater(timeout, d.cancel)
 
+    answered = [0]
+
     def got(response: Any) -> Deferred[bytes]:
+        answered[0] = response.code
         content: Deferred[bytes] = treq.content(response)
 
         def check(data: bytes) -> bytes:
@@ -339,11 +348,15 @@ def post_json(
     def done(result: Any) -> Any:
         if timer is not None and timer.active():
             timer.cancel()
+        if span is not None:
+            span.end(answered[0])
         return result
 
     def failed(failure: Failure) -> Failure:
         if timer is not None and timer.active():
             timer.cancel()
+        if span is not None:
+            span.end(answered[0])
         return failure
 
     d.addCallback(got)

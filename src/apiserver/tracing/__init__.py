@@ -15,6 +15,9 @@ component-base ``tracing``:
   [/{:name}][/<subresource>]`` for resource requests and the method otherwise
   (``getSpanNameFromRequestInfo``), with ``http.target``, ``audit-id``, the method, user
   agent and status code as attributes;
+- a webhook call made for a traced request (the authorization webhook; the authentication
+  webhook runs before the request's span starts, as in the reference's chain) gets a client
+  span ``HTTP POST`` and sends its ``traceparent`` (:mod:`apiserver.http.spans`);
 - every storage call made while a traced request is being handled gets a child span
   (:class:`TracedStore`, like the etcd3 store's ``tracing.Start`` spans, named ``<Op> <kind>``,
   with the key).
@@ -39,6 +42,7 @@ from twisted.application.service import Service
 from twisted.internet.defer import Deferred
 from twisted.logger import Logger
 
+from apiserver.http import spans
 from apiserver.http.app import RequestInfo, when_finished
 from apiserver.http.request import HTTPRequest
 from apiserver.options.files import TracingConfig
@@ -113,9 +117,12 @@ class Tracing(Service):
         self.provider = provider
         self.tracer = provider.get_tracer("k8s.io/apiserver/pkg/endpoints/filters")
         self.propagator = TraceContextTextMapPropagator()
+        spans.start = self.webhook_span
 
     def stopService(self) -> Deferred[None] | None:
         super().stopService()
+        if spans.start == self.webhook_span:
+            spans.start = None
         provider, self.provider, self.tracer = self.provider, None, None
         if provider is None:
             return None
@@ -183,7 +190,12 @@ class Tracing(Service):
         when_finished(request, info, finished)
         return None
 
-    # --- storage --------------------------------------------------------------------------
+    # --- webhooks and storage --------------------------------------------------------------
+
+    def webhook_span(self, method: str, url: str) -> spans.WebhookSpan | None:
+        """A client span for a webhook call of the running traced request (installed as
+        :data:`apiserver.http.spans.start`), with the ``traceparent`` the webhook gets."""
+        return _webhook_span_of(self, method, url)
 
     def child(self, name: str, attributes: dict[str, Any]) -> Span | None:
         """A span under the running request's, or None outside a traced request."""
@@ -196,6 +208,33 @@ class Tracing(Service):
         return tracer.start_span(
             name, context=trace.set_span_in_context(parent), attributes=attributes
         )
+
+
+def _webhook_span_of(tracing: Tracing, method: str, url: str) -> spans.WebhookSpan | None:
+    parent = CURRENT_SPAN.get()
+    tracer = tracing.tracer
+    if parent is None or tracer is None:
+        return None
+    from opentelemetry import trace
+    from opentelemetry.trace import SpanKind, Status, StatusCode
+
+    span = tracer.start_span(
+        f"HTTP {method}",
+        context=trace.set_span_in_context(parent),
+        kind=SpanKind.CLIENT,
+        attributes={"http.method": method, "http.url": url},
+    )
+    carrier: dict[str, str] = {}
+    tracing.propagator.inject(carrier, context=trace.set_span_in_context(span))
+
+    def end(code: int) -> None:
+        if code:
+            span.set_attribute("http.status_code", code)
+        if code == 0 or code >= 500:
+            span.set_status(Status(StatusCode.ERROR))
+        span.end()
+
+    return spans.WebhookSpan({k.encode(): [v.encode()] for k, v in carrier.items()}, end)
 
 
 class TracingApp:

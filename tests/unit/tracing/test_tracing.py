@@ -150,3 +150,57 @@ def test_store_calls_after_an_await_belong_to_their_request() -> None:
         ("/x/a", "/x/a"),
         ("/x/b", "/x/b"),
     ]
+
+
+def test_a_webhook_call_of_a_traced_request_is_a_client_span_it_propagates() -> None:
+    """The authorization webhook's POST: a child span ``HTTP POST`` of the request's span,
+    whose ``traceparent`` the webhook receives (otelhttp's transport in the reference)."""
+    from twisted.internet.defer import Deferred
+
+    from apiserver.auth.authz.webhook import TreqTransport
+    from apiserver.http import spans
+
+    t, exporter = tracing()
+    spans.start = t.webhook_span
+    sent: list[dict[bytes, list[bytes]]] = []
+    answers: list[Deferred[Any]] = []
+
+    class Client:
+        def post(self, url: str, data: bytes, headers: dict[bytes, list[bytes]]) -> Any:
+            sent.append(headers)
+            d: Deferred[Any] = Deferred()
+            answers.append(d)
+            return d
+
+    transport = TreqTransport(Client(), "https://authz.example/", MemoryReactorClock())
+    try:
+        transport.post(b"{}", 0)  # outside a request: no span, no header
+        assert b"traceparent" not in sent[0]
+
+        class Chain:
+            def handle(self, request: Any) -> None:
+                t.stage(request, info("GET", NS + "/a", ("system:masters",)))
+                transport.post(b"{}", 0)
+
+        request = FakeRequest(b"GET", (NS + "/a").encode())
+        TracingApp(Chain()).handle(request)
+
+        class Response:
+            code = 200
+
+            def content(self) -> Any:
+                return succeed(b"{}")
+
+        answers[1].callback(Response())
+        request.finish()
+    finally:
+        spans.start = None
+    finished = {s.name: s for s in exporter.get_finished_spans()}
+    call = finished["HTTP POST"]
+    server = finished["GET /apis/events.k8s.io/v1/namespaces/{:namespace}/events/{:name}"]
+    assert call.parent is not None and call.parent.span_id == server.context.span_id
+    assert dict(call.attributes or {})["http.status_code"] == 200
+    (traceparent,) = sent[1][b"traceparent"]
+    trace_id, span_id = traceparent.decode().split("-")[1:3]
+    assert trace_id == format(call.context.trace_id, "032x")
+    assert span_id == format(call.context.span_id, "016x")

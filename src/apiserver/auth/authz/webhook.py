@@ -42,6 +42,7 @@ from apiserver.auth.authz import AuthorizerError
 from apiserver.auth.authz.rules import RuleSet
 from apiserver.auth.interface import ALLOW, DENY, NO_OPINION, Attributes, Decision, UserInfo
 from apiserver.gocompat.quote import go_quote
+from apiserver.http import spans
 
 GROUP = "authorization.k8s.io"
 VERSIONS = ("v1", "v1beta1")
@@ -81,7 +82,12 @@ class TreqTransport:
         }
 
     def post(self, body: bytes, timeout: float) -> Deferred[tuple[int, bytes]]:
-        d: Deferred[Any] = self.client.post(self.url, data=body, headers=self.headers)
+        headers = self.headers
+        span = spans.start("POST", self.url) if spans.start is not None else None
+        if span is not None:
+            headers = dict(headers)
+            spans.add_headers(headers, span)
+        d: Deferred[Any] = self.client.post(self.url, data=body, headers=headers)
         expired: list[bool] = []
 
         def expire() -> None:
@@ -97,6 +103,8 @@ class TreqTransport:
         def done(result: Any) -> Any:
             if timer is not None and timer.active():
                 timer.cancel()
+            if span is not None:
+                span.end(spans.status_of(result))
             if isinstance(result, Failure) and expired:
                 return Failure(
                     AuthorizerError(f"Post {go_quote(self.url)}: context deadline exceeded")
