@@ -633,6 +633,11 @@ class FastH2Connection(_http2.H2Connection):
         reached the stream limit."""
         conn = self.conn
         stream = conn.streams.get(streamID)
+        if stream is not None and stream.state_machine.state is StreamState.HALF_CLOSED_LOCAL:
+            # Answered before the client's body ended (a body over the limit,
+            # apiserver.http.bodylimit): ask it to stop sending, as Go's server does after the
+            # response (golang.org/x/net/http2 server.go wroteFrame; RFC 9113 section 8.1).
+            conn.reset_stream(streamID, error_code=0)
         if stream is not None and stream.state_machine.state is StreamState.CLOSED:
             del conn.streams[streamID]
             conn._closed_streams[streamID] = stream.state_machine.stream_closed_by

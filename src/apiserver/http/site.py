@@ -118,6 +118,8 @@ class ApiSite(server.Site):
         channel.requestFactory = ApiH1Request
         channel.h2RequestFactory = ApiH2Request
         channel.timeOut = self.timeOut
+        # A body still arriving after --request-timeout is cut (apiserver.http.bodylimit).
+        channel.bodyTimeout = self.app.policy.request_timeout or None
         reactor: Any = self.reactor
         channel.callLater = reactor.callLater
         channel.seconds = reactor.seconds
