@@ -1118,6 +1118,9 @@ def decode_document(raw: bytes, fmt: str, kind: str = KIND) -> Obj:
     if fmt == "yaml":
         try:
             value = yamlguard.load(raw) if raw.strip() else None
+        except yamlguard.YAMLBoundError as error:
+            # go-yaml's own words: "yaml: document contains excessive aliasing".
+            raise errors.bad_request(f"error converting YAML to JSON: yaml: {error}") from None
         except yaml.YAMLError as error:
             raise errors.bad_request(f"error converting YAML to JSON: {error}") from None
     else:
