@@ -441,3 +441,27 @@ def test_h2_stream_over_the_limit_is_refused_alone(daemon: Daemon) -> None:
         assert not client.ended & set(watches)
     finally:
         client.close()
+
+
+def test_h2_trickled_body_ends_at_the_request_timeout(daemon: Daemon) -> None:
+    client = H2(daemon)
+    try:
+        extra = [("content-type", "application/json"), ("content-length", "100000")]
+        sid = client.headers("POST", EVENTS, extra, end=False)
+        client.sock.settimeout(0.25)
+        for _ in range(200):
+            if sid in client.status:
+                break
+            client.conn.send_data(sid, b" ")
+            client.flush()
+            try:
+                client.read()
+            except TimeoutError:
+                pass
+        client.sock.settimeout(60)
+        while sid not in client.ended and sid not in client.resets:
+            client.read()
+        assert client.status[sid] == 504
+        assert status_of(client.bodies[sid])["reason"] == "Timeout"
+    finally:
+        client.close()

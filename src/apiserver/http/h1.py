@@ -283,6 +283,7 @@ class H1Channel(Protocol):
         h2.factory = self.factory
         h2.timeOut = self.timeOut
         h2.callLater = self.callLater
+        h2.bodyTimeout = self.bodyTimeout
         h2.makeConnection(transport)
         self._networkProducer.registerProducer(h2, True)
         self._h2 = h2

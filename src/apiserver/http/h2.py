@@ -142,6 +142,9 @@ class FastH2Connection(_http2.H2Connection):
     fastReceive = True
     #: Set by twisted.web's protocol switcher, like ``site`` and ``factory``.
     requestFactory: Any
+    #: Seconds a request body may take to arrive (``--request-timeout``; ``H1Channel`` passes
+    #: its own on); None: no bound (apiserver.http.bodylimit).
+    bodyTimeout: float | None = None
 
     def __init__(self, reactor: Any = None) -> None:
         # Set before the base constructor, which schedules a first send pass.

@@ -85,6 +85,10 @@ class H2Request(H1Request):
     #: The body is over ``bodylimit.MAX_REQUEST_BODY_BYTES``: 1 once ``content`` is the 413
     #: stand-in, 2 once the request was handed on (the rest of the body is discarded).
     _bodyCut = 0
+    #: When the body's second DATA frame came (-1: no DATA yet, 0: one frame so far): a body
+    #: still arriving ``bodyTimeout`` seconds later is cut (504, bodylimit). The first frame
+    #: costs no clock reading: most bodies are one frame.
+    _bodyStart = -1.0
 
     def __init__(
         self, connection: FastH2Connection, streamID: int, headers: list[tuple[bytes, bytes]]
@@ -149,17 +153,36 @@ class H2Request(H1Request):
                 self._bodyCut = 2
                 self.process()
             return
+        start = self._bodyStart
+        if start < 0:
+            self._bodyStart = 0.0
+        else:
+            conn = self._conn
+            timeout = conn.bodyTimeout
+            if timeout:
+                now = conn._reactor.seconds()
+                if not start:
+                    self._bodyStart = now
+                elif now - start > timeout:
+                    self._cutBody(bodylimit.timed_out(), flowControlledLength)
+                    return
         content = self.content
         if content is not None:
             content.write(data)
             if content.tell() > _MAX_BODY:
-                content.close()
-                self.content = bodylimit.too_large()  # type: ignore[assignment]
-                self._bodyCut = 2
-                self._conn.openStreamWindow(self.streamID, flowControlledLength)
-                self.process()
+                self._cutBody(bodylimit.too_large(), flowControlledLength)
                 return
         self._conn.openStreamWindow(self.streamID, flowControlledLength)
+
+    def _cutBody(self, standIn: bodylimit.UnreadBody, flowControlledLength: int) -> None:
+        """Serve the request now with ``standIn`` as its body; what follows is dropped."""
+        content = self.content
+        if content is not None:
+            content.close()
+        self.content = standIn  # type: ignore[assignment]
+        self._bodyCut = 2
+        self._conn.openStreamWindow(self.streamID, flowControlledLength)
+        self.process()
 
     def requestComplete(self) -> None:
         """The whole request is in (END_STREAM): serve it."""
