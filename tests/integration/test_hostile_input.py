@@ -299,6 +299,9 @@ def test_deep_creates_and_tokens_are_never_500(daemon: Daemon, depth: int) -> No
     encoded = base64.urlsafe_b64encode(token.encode()).decode().rstrip("=")
     status, _, body = daemon.get(EVENTS + "?limit=1&continue=" + encoded)
     assert status == 400, body
+    assert status_of(body)["message"] == (
+        "invalid continue token: continue key is not valid: exceeded max depth"
+    )
 
 
 # --- list and watch parameters -------------------------------------------------------------
