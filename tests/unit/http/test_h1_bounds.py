@@ -157,3 +157,29 @@ def test_no_body_deadline_without_a_request_timeout() -> None:
     conn.send(b"a")
     conn.clock.advance(30)
     assert conn.send(b"bc").startswith(b"HTTP/1.1 200 OK")
+
+
+def test_twisted_request_path_keeps_at_most_the_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """HTTP/2 streams of an unusual header shape (and the fallback connection) are served by
+    twisted.web's Request (``ApiRequest``): the body is bounded there too."""
+    from twisted.web.test.requesthelper import DummyChannel
+
+    from apiserver.http import site as site_module
+
+    channel: Any = DummyChannel()
+    channel.site = type("S", (), {"app": object()})()
+    request = site_module.ApiRequest(channel)
+    request.gotLength(None)
+    piece = b"q" * 65536
+    for _ in range(100):  # 6.25 MiB
+        request.handleContentChunk(piece)
+    content: Any = request.content
+    assert content.tell() <= MAX_REQUEST_BODY_BYTES
+    served: list[Any] = []
+    monkeypatch.setattr(site_module, "serve", lambda req, app: served.append(req.content))
+    request.process()
+    (body,) = served
+    assert isinstance(body, UnreadBody)
+    with pytest.raises(StatusError) as caught:
+        body.read()
+    assert caught.value.code == 413
