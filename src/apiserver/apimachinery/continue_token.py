@@ -434,6 +434,10 @@ def decode_continue(token: str, key_prefix: str) -> tuple[str, int]:
         parsed = go_json_parse(data)
     except GoJSONSyntaxError as exc:
         raise _fail(f"{_INVALID}: {exc}") from None
+    except RecursionError:
+        # Nested deeper than this parser goes: Go's scanner text past its own limit
+        # (encoding/json scanner.go, 10,000 levels), never a 500 (docs/hostile-input.md).
+        raise _fail(f"{_INVALID}: exceeded max depth") from None
 
     version = ""
     rv = 0

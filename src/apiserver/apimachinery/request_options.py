@@ -59,6 +59,7 @@ from apiserver.apimachinery.queryparams import (
     query_str,
     query_values,
 )
+from apiserver.gocompat import yamlguard
 from apiserver.gocompat.intparse import go_parse_int64
 from apiserver.gocompat.jsonvalues import GoNumber, GoObject, go_json_kind
 
@@ -111,7 +112,9 @@ def parse_list_options(query: Query, watch_path: bool = False) -> ListOptions:
     resource_version = query_str(query, "resourceVersion") or ""
     match = query_str(query, "resourceVersionMatch") or ""
     timeout_seconds = query_int(query, "timeoutSeconds")
-    limit = query_int(query, "limit") or 0
+    # A limit of 0 or less is no limit (k8s.io/apiserver pkg/storage/etcd3/store.go GetList
+    # pages only when ``Limit > 0``; the cacher's ``shouldDelegateList`` reads it the same way).
+    limit = max(query_int(query, "limit") or 0, 0)
     continue_ = query_str(query, "continue") or ""
     send_initial_events = query_bool(query, "sendInitialEvents")
     try:
@@ -390,7 +393,7 @@ def _body_to_tree(body: bytes, content_type: str) -> Any:
     """The body as Go's JSON decoder sees it; YAML is first converted to JSON."""
     if content_type == "yaml":
         try:
-            loaded = yaml.safe_load(body)
+            loaded = yamlguard.load(body)
         except yaml.YAMLError as exc:
             raise _decode_failure(f"error converting YAML to JSON: yaml: {exc}") from None
         try:

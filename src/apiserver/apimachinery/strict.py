@@ -35,6 +35,7 @@ from apiserver.apimachinery.schema import (
     Untyped,
     format_path,
 )
+from apiserver.gocompat import yamlguard
 from apiserver.gocompat.jsonscan import go_json_syntax_error
 from apiserver.gocompat.jsonvalues import Pairs
 from apiserver.gocompat.quote import go_quote
@@ -229,9 +230,8 @@ def _yaml_plain(node: yaml.Node, depth: int = 0) -> Any:
 
 
 def _compose(raw: bytes) -> yaml.Node | None:
-    loader_cls = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
-        node: yaml.Node | None = yaml.compose(raw, Loader=loader_cls)
+        node: yaml.Node | None = yamlguard.compose(raw)
     except yaml.YAMLError:
         return None
     return node
@@ -281,10 +281,12 @@ def find_strict_errors(
 # --- Go's json.Marshal ------------------------------------------------------------------------
 
 
-class _DuplicateNotingLoader(yaml.SafeLoader):
+class _DuplicateNotingLoader(yamlguard.LOADER):
     """A safe YAML loader that notes the mapping keys given twice (the last one wins)."""
 
-    duplicates: list[str]
+    def __init__(self, stream: str | bytes) -> None:
+        super().__init__(stream)
+        self.duplicates: list[str] = []
 
 
 def _noting_mapping(loader: _DuplicateNotingLoader, node: yaml.MappingNode) -> dict[Any, Any]:
@@ -308,8 +310,4 @@ def load_yaml_noting_duplicates(text: str) -> tuple[Any, list[str]]:
     ``runtime.DecodeInto`` with a strict serializer does, and a duplicated key is one of the
     errors that makes it fall back to lenient decoding or fail."""
     loader = _DuplicateNotingLoader(text)
-    loader.duplicates = []
-    try:
-        return loader.get_single_data(), loader.duplicates
-    finally:
-        loader.dispose()
+    return yamlguard.load_single(loader), loader.duplicates

@@ -36,6 +36,7 @@ from twisted.web.http_headers import Headers
 from twisted.web.iweb import IPolicyForHTTPS
 from zope.interface import implementer
 
+from apiserver.gocompat import yamlguard
 from apiserver.http import spans
 
 _PEM_CERT = re.compile(rb"-----BEGIN CERTIFICATE-----.+?-----END CERTIFICATE-----", re.DOTALL)
@@ -206,7 +207,7 @@ def load_kubeconfig(path: str) -> KubeconfigTarget:
     except OSError as error:
         raise KubeconfigError(f"invalid kubeconfig {path!r}: {error.strerror or error}") from None
     try:
-        doc = yaml.safe_load(raw)
+        doc = yamlguard.load(raw)
     except yaml.YAMLError as error:
         raise KubeconfigError(f"invalid kubeconfig {path!r}: {error}") from None
     if not isinstance(doc, dict):

@@ -50,6 +50,7 @@ from apiserver.encryption.transformers import (
     Transformer,
     aggregate,
 )
+from apiserver.gocompat import yamlguard
 from apiserver.gocompat.duration import format_go_duration, parse_go_duration
 from apiserver.gocompat.quote import go_quote
 
@@ -249,7 +250,7 @@ def decode(data: bytes) -> EncryptionConfiguration:
     with the decoder's text."""
     try:
         text = data.decode("utf-8")
-        doc = json.loads(text) if text.lstrip().startswith("{") else yaml.safe_load(text)
+        doc = json.loads(text) if text.lstrip().startswith("{") else yamlguard.load(text)
     except yaml.MarkedYAMLError as error:
         # Go's wording (``yaml: line N: <problem>``), without PyYAML's snippet of the file:
         # the line may hold a key.

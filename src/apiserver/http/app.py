@@ -518,7 +518,22 @@ class App:
         """A stage or the handler raised: kube-apiserver's handlers panic, and the panic
         recovery answers 500 (k8s.io/apiserver/pkg/server/filters/wrap.go). The error is
         noted in ``info.panic`` first, for audit's ``Panic`` stage
-        (k8s.io/apiserver/pkg/endpoints/filters/audit.go)."""
+        (k8s.io/apiserver/pkg/endpoints/filters/audit.go).
+
+        A RecursionError is not a server fault but an input nested more deeply than the
+        code that walks it can go (a patch, an object, a token, below the 10,000 levels Go's
+        JSON decoder allows): it is answered 400 with the text Go's decoder gives past its
+        own limit, ``exceeded max depth`` (encoding/json scanner.go), and logged without a
+        traceback. No input may produce a 500 (issue 17; docs/hostile-input.md)."""
+        if isinstance(failure.value, RecursionError) and not request.startedWriting:
+            log.info(
+                "request {method} {path}: input nested too deeply",
+                method=request.method,
+                path=request.path,
+            )
+            error = StatusError(400, "BadRequest", "exceeded max depth")
+            self.write(request, error_response(error, header_value(request, b"accept")))
+            return
         log.failure(
             "request {method} {path} failed", failure, method=request.method, path=request.path
         )

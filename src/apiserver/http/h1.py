@@ -87,6 +87,7 @@ from twisted.python.failure import Failure
 from twisted.web import http
 from twisted.web.http import _NoPushProducer
 
+from apiserver.http import bodylimit
 from apiserver.http.h1request import H1Request, RequestHeaders, canonical_name, names
 
 log = Logger()
@@ -190,6 +191,12 @@ class H1Channel(Protocol):
     totalHeadersSize = (1 << 20) + 4096
     #: Pipelined bytes buffered behind a request being answered before reading pauses.
     eagerReadSize = 0x4000
+    #: Longest request body kept (kube-apiserver's ``MaxRequestBodyBytes``; see
+    #: :mod:`apiserver.http.bodylimit`).
+    maxBodySize = bodylimit.MAX_REQUEST_BODY_BYTES
+    #: Seconds a body may take to arrive (``--request-timeout``; the site sets it); None: no
+    #: bound beyond the idle timeout.
+    bodyTimeout: float | None = None
 
     #: False once the connection is to close after the current response (``App`` sets it
     #: for answers with ``Connection: close``).
@@ -208,12 +215,16 @@ class H1Channel(Protocol):
         self._inHeaders = False
         self._url = b""
         self._raw: dict[bytes, list[bytes]] = {}
-        self._headerCount = 0
-        #: Bytes of the header block so far: the request target and the complete fields.
-        self._headerBytes = 0
-        #: Bytes of the field (or request line) not complete at the end of the last read.
-        self._partial = 0
+        #: Wire bytes of the current message's head received in earlier reads (all of a read
+        #: in which the head did not end: see ``_headComplete``).
+        self._headBefore = 0
+        #: The read being parsed, and the last bytes of the one before (a head's blank line
+        #: may straddle two reads).
+        self._feeding = b""
+        self._tail = b""
         self._big = False
+        #: When the body being received must be complete (see ``bodyTimeout``); 0: none.
+        self._bodyDeadline = 0.0
         #: A synthetic message is being parsed for the body of an Upgrade request.
         self._bodyOnly = False
         self._upgradeHead: bytes | None = None
@@ -272,6 +283,7 @@ class H1Channel(Protocol):
         h2.factory = self.factory
         h2.timeOut = self.timeOut
         h2.callLater = self.callLater
+        h2.bodyTimeout = self.bodyTimeout
         h2.makeConnection(transport)
         self._networkProducer.registerProducer(h2, True)
         self._h2 = h2
@@ -299,18 +311,27 @@ class H1Channel(Protocol):
             if self._buffered > self.eagerReadSize and not self._readPaused:
                 self._readPaused = True
                 self._networkProducer.pauseProducing()
+        continuing = self._inHeaders
+        self._feeding = data
         self._feed(data)
+        parsing = self._parsing
+        if (
+            parsing is not None
+            and self._bodyDeadline
+            and self._lastActivity > self._bodyDeadline
+            and not self._stopped
+        ):
+            # A body trickled past the request deadline (WithTimeoutForNonLongRunningRequests).
+            self._cutBody(parsing, bodylimit.timed_out())
         if self._inHeaders and not self._stopped:
-            # A header block is incomplete at the end of this read. Its unfinished line
-            # is what follows the last line feed (or the whole read, if it has none,
-            # added to what came before): counted, so that a block that never ends
-            # cannot grow without limit while llhttp buffers it.
-            newline = data.rfind(b"\n")
-            if newline >= 0:
-                self._partial = len(data) - newline - 1
-            else:
-                self._partial += len(data)
-            if self._headerBytes + self._partial > self.totalHeadersSize:
+            # A head is incomplete at the end of this read: all of the read is its bytes on
+            # the wire (if it began in this read, after a pipelined message, a little more:
+            # never less), counted as Go's server counts them, so that a head that never
+            # ends, whatever its shape (long lines, whitespace llhttp drops), stops at the
+            # limit.
+            self._headBefore = (self._headBefore if continuing else 0) + len(data)
+            self._tail = data[-3:]
+            if self._headBefore > self.totalHeadersSize:
                 self._parseFailed(HEADERS_TOO_LARGE)
         if self._active is None and self._queue:
             self._dispatchNext()
@@ -351,9 +372,7 @@ class H1Channel(Protocol):
         self._inHeaders = True
         self._url = b""
         self._raw = {}
-        self._headerCount = 0
-        self._headerBytes = 0
-        self._partial = 0
+        self._headBefore = 0
 
     def on_url(self, url: bytes) -> None:
         if self._bodyOnly:
@@ -366,13 +385,6 @@ class H1Channel(Protocol):
         if not self._inHeaders:
             # Chunked trailers: ignored, as twisted.web does.
             return
-        if not self._headerCount:
-            self._headerBytes = len(self._url)
-        self._headerCount += 1
-        self._headerBytes += len(name) + len(value) + 2
-        self._partial = 0
-        if self._headerBytes > self.totalHeadersSize:
-            raise _Unreadable(HEADERS_TOO_LARGE)
         canonical = names.get(name) or canonical_name(name)
         if value and (value[-1] in b" \t"):
             value = value.rstrip(b" \t")
@@ -386,7 +398,13 @@ class H1Channel(Protocol):
         if self._bodyOnly:
             return
         self._inHeaders = False
+        if self._headBefore or len(self._feeding) > self.totalHeadersSize:
+            self._headComplete()
         parser = self._parser
+        if parser.get_http_version() == "0.9":
+            # A request line without a version: Go's parseRequestLine refuses it
+            # ("malformed HTTP request", answered 400), where llhttp reads HTTP/0.9.
+            raise _Unreadable(BAD_REQUEST)
         version = _VERSIONS.get(parser.get_http_version()) or (
             b"HTTP/" + parser.get_http_version().encode()
         )
@@ -413,6 +431,12 @@ class H1Channel(Protocol):
             request.responseHeaders.setRawHeaders(_CONNECTION, [b"close"])
         self._parsing = request
         hasBody = chunked or size > 0
+        if size > self.maxBodySize:
+            # Declared too long: answered without reading it (bodylimit).
+            self._cutBody(request, bodylimit.too_large())
+            raise _Stop()
+        if hasBody and self.bodyTimeout:
+            self._bodyDeadline = self._lastActivity + self.bodyTimeout
         if hasBody and parser.should_upgrade():
             # llhttp will not read this body (see _feed).
             self._upgradeHead = (
@@ -429,12 +453,30 @@ class H1Channel(Protocol):
                     # Answered once the requests before it are (head-of-line).
                     request._expectContinue = True
 
+    def _headComplete(self) -> None:
+        """A head that began in an earlier read ended in this one: its size on the wire is
+        what came before plus this read up to the blank line (net/http reads the request
+        line and header block through a reader limited to ``MaxHeaderBytes`` + 4096). A
+        read longer than the limit (not from TLS, whose reads are at most 32 KiB) is taken as
+        starting with the head."""
+        data = self._feeding
+        tail = self._tail if self._headBefore else b""
+        end = (tail + data).find(b"\r\n\r\n")
+        size = self._headBefore + (end + 4 - len(tail) if end >= 0 else len(data))
+        self._headBefore = 0
+        if size > self.totalHeadersSize:
+            raise _Unreadable(HEADERS_TOO_LARGE)
+
     def on_body(self, body: bytes) -> None:
         request = self._parsing
         if request is None or request.content is None:
             return
         content = request.content
         content.write(body)
+        if self._big and content.tell() > self.maxBodySize:
+            # A chunked (or Upgrade) body that passed the limit: not kept (bodylimit).
+            self._cutBody(request, bodylimit.too_large())
+            raise _Stop()
         if not self._big and content.tell() > BODY_IN_MEMORY:
             # A chunked body that outgrew memory: on to a file, as twisted.web keeps
             # bodies of unknown length.
@@ -452,6 +494,7 @@ class H1Channel(Protocol):
         if request is None:
             return
         self._parsing = None
+        self._bodyDeadline = 0.0
         request._expectContinue = False
         if request.content is not None:
             request.content.seek(0)
@@ -461,6 +504,24 @@ class H1Channel(Protocol):
             # ignored (twisted.web, and Go's server, do the same).
             self._stopped = True
             raise _Stop()
+
+    def _cutBody(self, request: H1Request, standIn: bodylimit.UnreadBody) -> None:
+        """Stop keeping ``request``'s body: it is handed on with ``standIn`` as its content
+        (reading it raises the 413 or 504), the rest of the connection's bytes are discarded
+        and it closes after the answer, as Go's server closes a connection whose request body
+        a handler left unread."""
+        content = request.content
+        if content is not None:
+            content.close()
+        request.content = standIn  # type: ignore[assignment]
+        request.keepAlive = False
+        request.responseHeaders.setRawHeaders(_CONNECTION, [b"close"])
+        request._expectContinue = False
+        self._parsing = None
+        self._bodyDeadline = 0.0
+        self._upgradeHead = None
+        self._stopped = True
+        self._queue.append(request)
 
     def _parseFailed(self, answer: bytes) -> None:
         """A request that cannot be read: ``answer`` (Go's) once those before it are."""

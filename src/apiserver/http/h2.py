@@ -84,8 +84,10 @@ import hpack
 import hyperframe.frame
 import priority
 from h2.connection import AllowedStreamIDs, ConnectionState, _decode_headers
+from h2.errors import ErrorCodes
 from h2.settings import SettingCodes, Settings
-from h2.stream import StreamInputs, StreamState
+from h2.stream import StreamClosedBy, StreamInputs, StreamState
+from hyperframe.frame import HeadersFrame, RstStreamFrame
 from twisted.internet.defer import Deferred
 from twisted.internet.error import ConnectionLost
 from twisted.internet.protocol import connectionDone
@@ -140,6 +142,9 @@ class FastH2Connection(_http2.H2Connection):
     fastReceive = True
     #: Set by twisted.web's protocol switcher, like ``site`` and ``factory``.
     requestFactory: Any
+    #: Seconds a request body may take to arrive (``--request-timeout``; ``H1Channel`` passes
+    #: its own on); None: no bound (apiserver.http.bodylimit).
+    bodyTimeout: float | None = None
 
     def __init__(self, reactor: Any = None) -> None:
         # Set before the base constructor, which schedules a first send pass.
@@ -191,7 +196,22 @@ class FastH2Connection(_http2.H2Connection):
             h2.events.PriorityUpdated: self._handlePriorityUpdate,
             h2.events.ConnectionTerminated: self._connectionTerminated,
             h2.events.RemoteSettingsChanged: self._remoteSettingsChanged,
+            h2.events.SettingsAcknowledged: self._settingsAcknowledged,
         }
+        #: Whether the client acknowledged our SETTINGS (Go's ``unackedSettings == 0``).
+        self._settingsAcked = False
+        # A HEADERS frame over MAX_CONCURRENT_STREAMS resets that stream only (see
+        # _refuseStream); h2 would end the whole connection.
+        table = conn._frame_dispatch_table
+        receiveHeaders = table[HeadersFrame]
+
+        def receiveHeadersOrRefuse(frame: Any) -> Any:
+            try:
+                return receiveHeaders(frame)
+            except h2.exceptions.TooManyStreamsError:
+                return self._refuseStream(frame)
+
+        table[HeadersFrame] = receiveHeadersOrRefuse
 
     def connectionMade(self) -> None:
         """Twisted's, and the access log looked up once (twisted.web's ``Request.finish``
@@ -369,6 +389,30 @@ class FastH2Connection(_http2.H2Connection):
             Failure(ConnectionLost("Remote peer sent GOAWAY")),
             _cancelTimeouts=False,
         )
+
+    def _settingsAcknowledged(self, event: Any) -> None:
+        self._settingsAcked = True
+
+    def _refuseStream(self, frame: Any) -> tuple[list[Any], list[Any]]:
+        """A new stream over our MAX_CONCURRENT_STREAMS: reset it, not the connection, as
+        Go's server does (golang.org/x/net/http2 server.go ``processHeaders``): REFUSED_STREAM
+        while the client may not have seen our SETTINGS yet, PROTOCOL_ERROR once it
+        acknowledged them (RFC 9113 section 5.1.2 allows either). The header block is
+        decoded all the same, so that the HPACK table stays in step with the client's; the
+        stream counts as closed by our reset, so its later frames get h2's answer to frames
+        on a reset stream (connection window credited, RST_STREAM STREAM_CLOSED)."""
+        conn = self.conn
+        sid = frame.stream_id
+        if not sid & 1 or sid <= conn.highest_inbound_stream_id:
+            raise h2.exceptions.ProtocolError(f"invalid new stream id {sid}")
+        _decode_headers(conn.decoder, frame.data)
+        conn.highest_inbound_stream_id = sid
+        conn._closed_streams[sid] = StreamClosedBy.SEND_RST_STREAM
+        reset = RstStreamFrame(sid)
+        reset.error_code = (
+            ErrorCodes.PROTOCOL_ERROR if self._settingsAcked else ErrorCodes.REFUSED_STREAM
+        )
+        return [reset], []
 
     def _remoteSettingsChanged(self, event: Any) -> None:
         """A new SETTINGS_INITIAL_WINDOW_SIZE moves every stream's window (RFC 9113 §6.9.2):
@@ -633,6 +677,11 @@ class FastH2Connection(_http2.H2Connection):
         reached the stream limit."""
         conn = self.conn
         stream = conn.streams.get(streamID)
+        if stream is not None and stream.state_machine.state is StreamState.HALF_CLOSED_LOCAL:
+            # Answered before the client's body ended (a body over the limit,
+            # apiserver.http.bodylimit): ask it to stop sending, as Go's server does after the
+            # response (golang.org/x/net/http2 server.go wroteFrame; RFC 9113 section 8.1).
+            conn.reset_stream(streamID, error_code=0)
         if stream is not None and stream.state_machine.state is StreamState.CLOSED:
             del conn.streams[streamID]
             conn._closed_streams[streamID] = stream.state_machine.stream_closed_by

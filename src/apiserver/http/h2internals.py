@@ -119,6 +119,7 @@ INSTANCE_ATTRIBUTES: dict[str, tuple[str, ...]] = {
         "outbound_flow_control_window",
         "_data_to_send",
         "_closed_streams",
+        "_frame_dispatch_table",
     ),
     "h2 FrameBuffer": ("_data", "_preamble_len", "_headers_buffer"),
     "h2 H2Configuration": (

@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 from twisted.internet._producer_helpers import _PullToPush
 from twisted.web.http import _getContentFile
 
+from apiserver.http import bodylimit
 from apiserver.http.h1request import (
     NO_BODY_CODES,
     H1Request,
@@ -56,6 +57,7 @@ if TYPE_CHECKING:
     from apiserver.http.h2 import FastH2Connection
 
 _HOST = b"Host"
+_MAX_BODY = bodylimit.MAX_REQUEST_BODY_BYTES
 _EXPECT = b"Expect"
 
 
@@ -80,6 +82,13 @@ class H2Request(H1Request):
     _streamProducer: Any = None
     _streamingProducer: bool | None = None
     _producerProducing = False
+    #: The body is over ``bodylimit.MAX_REQUEST_BODY_BYTES``: 1 once ``content`` is the 413
+    #: stand-in, 2 once the request was handed on (the rest of the body is discarded).
+    _bodyCut = 0
+    #: When the body's second DATA frame came (-1: no DATA yet, 0: one frame so far): a body
+    #: still arriving ``bodyTimeout`` seconds later is cut (504, bodylimit). The first frame
+    #: costs no clock reading: most bodies are one frame.
+    _bodyStart = -1.0
 
     def __init__(
         self, connection: FastH2Connection, streamID: int, headers: list[tuple[bytes, bytes]]
@@ -118,6 +127,10 @@ class H2Request(H1Request):
         self.responseHeaders = ResponseHeaders()
         if length is None and method not in (b"GET", b"HEAD"):
             self.content = _getContentFile(None)
+        elif length is not None and length > _MAX_BODY:
+            # Declared too long: served (413) on its first DATA frame, unread (bodylimit).
+            self.content = bodylimit.too_large()  # type: ignore[assignment]
+            self._bodyCut = 1
         else:
             self.content = _getContentFile(length or 0)
         self.notifications = []
@@ -128,14 +141,56 @@ class H2Request(H1Request):
     # -- what the connection calls (twisted.web's H2Stream interface) -----------------
 
     def receiveDataChunk(self, data: bytes, flowControlledLength: int) -> None:
-        """A piece of the request body: stored, then acknowledged to the client."""
+        """A piece of the request body: stored, then acknowledged to the client.
+
+        A body over the limit is not kept: the request is served at once (its content
+        answers 413, :mod:`apiserver.http.bodylimit`) and what follows is acknowledged and
+        dropped; the stream is reset with NO_ERROR once the answer is sent
+        (``FastH2Connection._requestDone``), as Go's server does."""
+        if self._bodyCut:
+            self._conn.openStreamWindow(self.streamID, flowControlledLength)
+            if self._bodyCut == 1:
+                self._bodyCut = 2
+                self.process()
+            return
+        start = self._bodyStart
+        if start < 0:
+            self._bodyStart = 0.0
+        else:
+            conn = self._conn
+            timeout = conn.bodyTimeout
+            if timeout:
+                now = conn._reactor.seconds()
+                if not start:
+                    self._bodyStart = now
+                elif now - start > timeout:
+                    self._cutBody(bodylimit.timed_out(), flowControlledLength)
+                    return
         content = self.content
         if content is not None:
             content.write(data)
+            if content.tell() > _MAX_BODY:
+                self._cutBody(bodylimit.too_large(), flowControlledLength)
+                return
         self._conn.openStreamWindow(self.streamID, flowControlledLength)
+
+    def _cutBody(self, standIn: bodylimit.UnreadBody, flowControlledLength: int) -> None:
+        """Serve the request now with ``standIn`` as its body; what follows is dropped."""
+        content = self.content
+        if content is not None:
+            content.close()
+        self.content = standIn  # type: ignore[assignment]
+        self._bodyCut = 2
+        self._conn.openStreamWindow(self.streamID, flowControlledLength)
+        self.process()
 
     def requestComplete(self) -> None:
         """The whole request is in (END_STREAM): serve it."""
+        if self._bodyCut:
+            if self._bodyCut == 1:
+                self._bodyCut = 2
+                self.process()
+            return
         content = self.content
         if content is not None:
             content.seek(0, 0)

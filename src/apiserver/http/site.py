@@ -22,6 +22,7 @@ from twisted.web import server
 from twisted.web.http import datetimeToString
 from twisted.web.resource import Resource
 
+from apiserver.http import bodylimit
 from apiserver.http.app import App
 from apiserver.http.h1 import H1Channel, H1Request
 from apiserver.http.h2request import H2Request
@@ -59,10 +60,31 @@ class ApiRequest(server.Request):
         kwargs.setdefault("parsePOSTFormSubmission", False)
         super().__init__(*args, **kwargs)
 
+    #: The body passed ``bodylimit.MAX_REQUEST_BODY_BYTES``: the rest was dropped, and the
+    #: handler reads the 413 stand-in instead.
+    _bodyTooLarge = False
+
+    def handleContentChunk(self, data: bytes) -> None:
+        """Twisted's, bounded: over HTTP/2 streams of an unusual header shape and on the
+        fallback connection (the only users of this class) a body is kept up to kube-apiserver's
+        3 MiB and dropped beyond (apiserver.http.bodylimit); the request is served when the
+        stream ends, with the 413 stand-in as its body."""
+        if self._bodyTooLarge:
+            return
+        content = self.content
+        assert content is not None
+        content.write(data)
+        if content.tell() > bodylimit.MAX_REQUEST_BODY_BYTES:
+            self._bodyTooLarge = True
+            content.seek(0, 0)
+            content.truncate()
+
     def process(self) -> None:
         self.site = self.channel.site  # type: ignore[attr-defined]
         self.prepath = []
         self.postpath = []
+        if self._bodyTooLarge:
+            self.content = bodylimit.too_large()
         serve(self, self.site.app)  # type: ignore[union-attr]
 
 
@@ -118,6 +140,8 @@ class ApiSite(server.Site):
         channel.requestFactory = ApiH1Request
         channel.h2RequestFactory = ApiH2Request
         channel.timeOut = self.timeOut
+        # A body still arriving after --request-timeout is cut (apiserver.http.bodylimit).
+        channel.bodyTimeout = self.app.policy.request_timeout or None
         reactor: Any = self.reactor
         channel.callLater = reactor.callLater
         channel.seconds = reactor.seconds

@@ -26,6 +26,7 @@ from typing import Any, Protocol
 import orjson
 import yaml
 
+from apiserver.gocompat import yamlguard
 from apiserver.protobuf import codec as pbcodec
 
 Obj = dict[str, Any]
@@ -120,7 +121,7 @@ def decode_any(value: bytes) -> Obj:
         raise StorageCodecError("stored object is encrypted (k8s:enc:), which is not supported")
     else:
         try:
-            obj = yaml.load(value, Loader=_Loader)
+            obj = yamlguard.load(value, _Loader)
         except yaml.YAMLError as error:
             raise StorageCodecError(
                 f"stored object is not JSON, YAML or protobuf: {error}"

@@ -291,6 +291,9 @@ def test_label_and_field_selectors(api: RestHarness) -> None:
             "specifying resource version is not allowed when using continue",
         ),
         ("resourceVersion=x", "invalid resource version: x"),
+        # issue 17: a watch refuses what list and get refuse, with the same 400 (not a 500).
+        ("watch=1&resourceVersion=abc", "invalid resource version: abc"),
+        ("watch=true&resourceVersion=-1", "invalid resource version: -1"),
     ],
 )
 def test_bad_list_requests(api: RestHarness, query: str, message: str) -> None:
@@ -546,3 +549,15 @@ def test_cached_lists_and_gets() -> None:
     assert reply.json() == too_large(current + 3, current)
     exact = api.get(EVENTS + f"?resourceVersion={first}&resourceVersionMatch=Exact").json()
     assert names(exact) == ["a"]
+
+
+@pytest.mark.parametrize("limit", ["0", "-1", "-500"])
+def test_limit_of_zero_or_less_is_no_limit(api: RestHarness, limit: str) -> None:
+    """k8s.io/apiserver pkg/storage/etcd3/store.go pages only when ``Limit > 0`` (issue 17)."""
+    for name in ("e1", "e2", "e3"):
+        api.create(name)
+    reply = api.get(f"{EVENTS}?limit={limit}")
+    assert reply.code == 200
+    listed = reply.json()
+    assert names(listed) == ["e1", "e2", "e3"]
+    assert "continue" not in listed["metadata"]

@@ -209,3 +209,13 @@ def test_round_trip(key: str, rv: int) -> None:
     tok = encode_continue(key, rv)
     assert "=" not in tok
     assert decode_continue(tok, PREFIX) == (PREFIX + key + "\0", rv)
+
+
+@pytest.mark.parametrize("depth", [1000, 20000])
+def test_deeply_nested_token_is_a_token_error_not_a_crash(depth: int) -> None:
+    """Issue 17: a forged token nested deeper than the parser goes is refused like any other
+    bad token (400), with Go's scanner text past its limit."""
+    raw = b'{"v":"meta.k8s.io/v1","rv":1,"start":' + b'{"a":' * depth + b"1" + b"}" * depth + b"}"
+    assert error_of(token(raw)) == (
+        "invalid continue token: continue key is not valid: exceeded max depth"
+    )

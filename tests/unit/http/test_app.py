@@ -36,6 +36,14 @@ def make(policy: ServingPolicy | None = None, lifecycle: Lifecycle | None = None
     router.add("/slow", slow)
     router.add("/apis/slow", slow)
     router.add("/boom", boom)
+
+    def deep(request: Any, info: RequestInfo) -> Response:
+        def walk(level: int) -> int:
+            return walk(level + 1)
+
+        return text(200, str(walk(0)))
+
+    router.add("/deep", deep)
     app = App(router, clock, policy or ServingPolicy(), lifecycle)
     return StubTreq(AppResource(app)), clock, pending
 
@@ -125,6 +133,22 @@ class AppTests(SynchronousTestCase):
         assert code == 500
         assert json.loads(body)["reason"] == "InternalError"
         self.flushLoggedErrors(RuntimeError)
+
+    def test_input_too_deep_for_the_code_is_400_never_500(self) -> None:
+        """Issue 17: a RecursionError is the input's depth, answered as Go's decoder answers
+        past its limit."""
+        treq, _, _ = make()
+        code, _, body = self.get(treq, "/deep")
+        assert code == 400
+        assert json.loads(body) == {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": "exceeded max depth",
+            "reason": "BadRequest",
+            "code": 400,
+        }
 
     def test_shutdown_gate_and_inflight_accounting(self) -> None:
         clock = Clock()

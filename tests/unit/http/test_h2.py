@@ -8,6 +8,7 @@ resets, settings) and what a resource can (producer pause/resume, lost connectio
 
 from __future__ import annotations
 
+import collections
 import contextlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -815,16 +816,56 @@ def test_streams_beyond_the_advertised_limit_are_refused(installed: type[Any]) -
         peer.request(b"/later")
     peer.server.dataReceived(peer.client.data_to_send())
     assert len(peer.routes.later) == 3
-    peer.request(b"/later")
+    extra = peer.request(b"/later")
     peer.server.dataReceived(peer.client.data_to_send())
     events = peer.client.receive_data(peer.transport.value())
-    (goaway,) = [e for e in events if isinstance(e, h2.events.ConnectionTerminated)]
-    # h2 treats it as a connection error (Twisted's behaviour, unchanged).
-    assert goaway.error_code == h2.errors.ErrorCodes.PROTOCOL_ERROR
-    assert peer.transport.disconnecting
-    assert len(peer.routes.later) == 3
-    assert len(peer.routes.finished) == 3
-    assert peer.server_state_empty()
+    peer.transport.clear()
+    if installed is StockH2Connection:
+        # h2 treats it as a connection error (Twisted's behaviour, on the fallback path).
+        (goaway,) = [e for e in events if isinstance(e, h2.events.ConnectionTerminated)]
+        assert goaway.error_code == h2.errors.ErrorCodes.PROTOCOL_ERROR
+        assert peer.transport.disconnecting
+        assert len(peer.routes.later) == 3
+        assert len(peer.routes.finished) == 3
+        assert peer.server_state_empty()
+        return
+    # Go's server (x/net/http2 processHeaders) resets that stream only: REFUSED_STREAM while
+    # our SETTINGS are not acknowledged (issue 17).
+    assert not [e for e in events if isinstance(e, h2.events.ConnectionTerminated)]
+    (reset,) = [e for e in events if isinstance(e, h2.events.StreamReset)]
+    assert (reset.stream_id, reset.error_code) == (extra, h2.errors.ErrorCodes.REFUSED_STREAM)
+    assert not peer.transport.disconnecting
+    assert len(peer.routes.later) == 3 and peer.routes.finished == []
+    # The connection and its streams live on; once one ends, a new stream is served.
+    peer.flush()
+    peer.routes.later[0].write(b"done")
+    peer.routes.later[0].finish()
+    peer.flush()
+    peer.request(b"/small")
+    peer.flush()
+    assert [a.status for a in peer.answers.values() if a.ended].count(b"200") == 2
+
+
+@fast_only("the refusal is the fast connection's; Twisted's own sends GOAWAY")
+def test_stream_over_the_limit_after_settings_ack_is_a_protocol_error_reset() -> None:
+    configure_http2(2)
+    peer = Peer(connection=http.H2Connection)  # the handshake acknowledges our SETTINGS
+    first = [peer.request(b"/later") for _ in range(2)]
+    peer.flush()
+    # A client that ignores the limit it was told (h2 itself would refuse to send).
+    limit = h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS
+    peer.client.remote_settings._settings[limit] = collections.deque([100])
+    extra = peer.request(b"/later", method=b"POST", body=b"x" * 100)
+    peer.flush()
+    assert peer.answers[extra].reset == h2.errors.ErrorCodes.PROTOCOL_ERROR
+    assert not peer.transport.disconnecting
+    assert all(sid in peer.server.streams for sid in first)
+    # HPACK stayed in step: the next request on the connection decodes.
+    peer.routes.later[0].finish()
+    peer.flush()
+    later = peer.request(b"/small")
+    peer.flush()
+    assert peer.answers[later].status == b"200"
 
 
 def test_take_frame_joins_and_splits() -> None:

@@ -50,6 +50,7 @@ from apiserver.apimachinery.managedfields import update_managed_fields
 from apiserver.apimachinery.meta_time import format_seconds
 from apiserver.apimachinery.names import generate_name
 from apiserver.apimachinery.uid import new_uuid
+from apiserver.gocompat import yamlguard
 from apiserver.http.app import STREAMING, RequestInfo, header_value
 from apiserver.http.coalesce import WriteCoalescer
 from apiserver.http.request import HTTPRequest
@@ -1067,6 +1068,11 @@ class EventsAPI:
         opts = request_options.parse_list_options(info.query, watch_path=target.watch_path)
         request_options.validate_list_options(opts, is_watch=True)
         opts = request_options.default_watch_list(opts)
+        if opts.resource_version not in ("", "0"):
+            # The cacher's ``ParseResourceVersion`` refuses what is not a number before the
+            # watch starts (k8s.io/apiserver pkg/storage/cacher/cacher.go Watch): the same
+            # 400 as list and get.
+            _parse_rv(opts.resource_version)
         if target.name is not None:
             existing = opts.field_selector
             named = existing.requires_exact_match("metadata.name")
@@ -1114,7 +1120,10 @@ def decode_document(raw: bytes, fmt: str, kind: str = KIND) -> Obj:
     """A request body as a dict; syntax errors are 400 as the reference words them."""
     if fmt == "yaml":
         try:
-            value = yaml.safe_load(raw) if raw.strip() else None
+            value = yamlguard.load(raw) if raw.strip() else None
+        except yamlguard.YAMLBoundError as error:
+            # go-yaml's own words: "yaml: document contains excessive aliasing".
+            raise errors.bad_request(f"error converting YAML to JSON: yaml: {error}") from None
         except yaml.YAMLError as error:
             raise errors.bad_request(f"error converting YAML to JSON: {error}") from None
     else:

@@ -31,6 +31,7 @@ from apiserver.apimachinery.schema import (
     Type,
 )
 from apiserver.apimachinery.strict import find_strict_errors
+from apiserver.gocompat import yamlguard
 from apiserver.protobuf import codec
 
 Obj = dict[str, Any]
@@ -158,7 +159,7 @@ def decode(raw: bytes, fmt: str, group: str, kind: str) -> Obj:
             raise _cannot_handle(kind, "v1", kind, str(error)) from None
     try:
         value = (
-            (yaml.safe_load(raw) if raw.strip() else None) if fmt == "yaml" else orjson.loads(raw)
+            (yamlguard.load(raw) if raw.strip() else None) if fmt == "yaml" else orjson.loads(raw)
         )
     except (yaml.YAMLError, orjson.JSONDecodeError) as error:
         raise _unrecognized(

@@ -46,6 +46,7 @@ from apiserver.apimachinery.schema import (
     go_normalize,
 )
 from apiserver.apimachinery.strict import find_strict_errors
+from apiserver.gocompat import yamlguard
 from apiserver.gocompat.jsonscan import go_json_syntax_error
 from apiserver.gocompat.jsonvalues import go_json_kind
 from apiserver.protobuf import codec
@@ -255,7 +256,7 @@ def first_type_error(obj: dict[str, Any]) -> str | None:
 def _load(raw: bytes, fmt: str) -> Any:
     if fmt == "yaml":
         try:
-            return yaml.safe_load(raw) if raw.strip() else None
+            return yamlguard.load(raw) if raw.strip() else None
         except yaml.YAMLError as error:
             raise _unrecognized(f"error converting YAML to JSON: yaml: {error}", raw) from None
     problem = go_json_syntax_error(raw)

@@ -58,6 +58,7 @@ from apiserver.apimachinery.managedfields import (
 )
 from apiserver.apimachinery.schema import Type
 from apiserver.apimachinery.strict import yaml_duplicate_key_error
+from apiserver.gocompat import yamlguard
 from apiserver.gocompat.jsonvalues import go_json_kind
 
 # --- decoding ---------------------------------------------------------------------------------
@@ -99,7 +100,7 @@ def decode_apply_patch(raw: bytes) -> dict[str, Any] | None:
     ``None`` for an empty or ``null`` body (kube then fails the kind check).
     """
     try:
-        documents = yaml.load_all(raw, Loader=_Loader)
+        documents = yamlguard.load_all(raw, _Loader)
         value = next(iter(documents), None)
     except yaml.MarkedYAMLError as error:
         mark = error.problem_mark or error.context_mark

@@ -35,6 +35,7 @@ from apiserver.auth.authn.cel import CELSyntaxError, Program, compile_expression
 from apiserver.auth.authn.common import ConfigError, read_file
 from apiserver.auth.authn.oidc import ALL_SIGNING_ALGS, ClaimMapping, JWTConfig, ValidationRule
 from apiserver.auth.kubeconfig import load_pem_certificates
+from apiserver.gocompat import yamlguard
 from apiserver.gocompat.quote import go_quote
 
 if TYPE_CHECKING:
@@ -456,7 +457,7 @@ def parse_authentication_config(
     if not data.strip():
         raise ConfigError(f"--authentication-config: empty config file {go_quote(path)}")
     try:
-        doc = yaml.safe_load(data)
+        doc = yamlguard.load(data)
     except yaml.YAMLError as error:
         raise ConfigError(f"--authentication-config {go_quote(path)}: {error}") from None
     d = _Decoder(path)

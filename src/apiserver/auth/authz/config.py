@@ -58,6 +58,7 @@ from apiserver.auth.authz.union import Union
 from apiserver.auth.authz.webhook import SARTransport, TreqTransport, WebhookAuthorizer
 from apiserver.auth.interface import DENY, NO_OPINION, Authorizer
 from apiserver.auth.kubeconfig import load_kubeconfig
+from apiserver.gocompat import yamlguard
 from apiserver.gocompat.duration import format_go_duration, parse_go_duration
 
 if TYPE_CHECKING:
@@ -318,7 +319,7 @@ def _validate_webhook(
 def parse_authorization_config(data: str) -> list[AuthorizerSpec]:
     """Decode and validate an ``AuthorizationConfiguration``; ValueError lists every problem."""
     try:
-        doc = yaml.safe_load(data)
+        doc = yamlguard.load(data)
     except yaml.YAMLError as error:
         raise ValueError(f"failed to load AuthorizationConfiguration: {error}") from None
     decoder = _Decoder()

@@ -1,0 +1,168 @@
+"""YAML loading bounded as kube-apiserver's YAML decoder bounds it.
+
+Every YAML the server reads (request bodies, apply patches, DeleteOptions, config files,
+kubeconfigs) goes through :func:`load`, :func:`load_all` or :func:`compose` here, so that a
+hostile document costs what its size says and never more:
+
+- **Alias expansion** ("billion laughs"). PyYAML shares the object an alias names, so loading
+  is cheap, but everything after it (conversion to JSON, strict checks, the apply patch's
+  field walk) expands every alias, exponentially. Go's YAML decoder (go-yaml, which
+  ``sigs.k8s.io/yaml`` vendors as ``goyaml.v2``, ``decode.go`` ``allowedAliasRatio``) counts
+  the nodes it decodes and those it decodes through an alias, and fails with ``document
+  contains excessive aliasing`` once more than 100 aliased nodes and more than 1,000 nodes in
+  all have been decoded with an aliased share above 99 % (up to 400,000 nodes; falling to
+  10 % at 4,000,000). :func:`check_aliasing` runs the same count over the composed node
+  graph, in document order, without expanding anything (each node's expanded size is
+  computed once), and an alias to a node that contains it fails as go-yaml's ``anchor ...
+  value contains itself`` does.
+- **Depth.** libyaml (PyYAML's C loader, used here whenever it is built) refuses more than
+  1,000 nested levels (``exceeded maximum nesting depth``); go-yaml refuses more than 10,000.
+  PyYAML's pure-Python loader recurses and would fail with a RecursionError from about 300
+  levels, so the C loader is the default, and a RecursionError from a pure-Python loader is
+  turned into a YAML error, never a 500.
+- **Size.** Request bodies are bounded before they are decoded (3 MiB, see
+  ``apiserver.http.bodylimit``), as kube-apiserver bounds them before its decoder runs.
+
+Callers catch :class:`yaml.YAMLError` as before; the texts above are the exception's ``str``,
+so ``error converting YAML to JSON: yaml: {error}`` reads as kube-apiserver's answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import yaml
+
+#: PyYAML's C loader when it is built (it bounds nesting at 1,000 levels), else its own.
+LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+# go-yaml decode.go: the alias ratio's range and the counts below which it is not checked.
+_RATIO_LOW = 400_000
+_RATIO_HIGH = 4_000_000
+_MIN_ALIASED = 100
+_MIN_DECODED = 1_000
+
+
+class YAMLBoundError(yaml.YAMLError):
+    """A document refused for its shape (aliasing, depth), worded as go-yaml words it."""
+
+
+def allowed_alias_ratio(decoded: int) -> float:
+    """go-yaml's ``allowedAliasRatio``: the aliased share allowed after ``decoded`` nodes."""
+    if decoded <= _RATIO_LOW:
+        return 0.99
+    if decoded >= _RATIO_HIGH:
+        return 0.10
+    return 0.99 - 0.89 * ((decoded - _RATIO_LOW) / (_RATIO_HIGH - _RATIO_LOW))
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    if isinstance(node, yaml.MappingNode):
+        return [part for pair in node.value for part in pair]
+    return []
+
+
+def _excessive(aliased: int, decoded: int) -> bool:
+    return (
+        aliased > _MIN_ALIASED
+        and decoded > _MIN_DECODED
+        and aliased / decoded > allowed_alias_ratio(decoded)
+    )
+
+
+def check_aliasing(root: yaml.Node) -> None:
+    """Raise :class:`YAMLBoundError` where go-yaml's decoder would stop on ``root``.
+
+    One walk in document order, iterative (no recursion, whatever the depth): a node seen for
+    the first time is decoded (one node); a node seen again is an alias, which go-yaml counts
+    as one decoded node plus its target's whole expansion, all of it aliased. The counts only
+    grow inside an alias, so checking at its end finds what go-yaml's check per node finds.
+    """
+    size: dict[int, int] = {}  # id(node) -> expanded node count, once the node is done
+    open_: set[int] = {id(root)}
+    decoded = 1
+    aliased = 0
+    # Frames: [node, its children, next child index, expanded size so far].
+    stack: list[list[Any]] = [[root, _children(root), 0, 1]]
+    while stack:
+        frame = stack[-1]
+        node, children, index = frame[0], frame[1], frame[2]
+        if index == len(children):
+            stack.pop()
+            open_.discard(id(node))
+            size[id(node)] = frame[3]
+            if stack:
+                stack[-1][3] += frame[3]
+            continue
+        frame[2] = index + 1
+        child = children[index]
+        key = id(child)
+        done = size.get(key)
+        if done is not None:
+            # An alias: the alias node, then its target expanded, all of it aliased.
+            decoded += 1 + done
+            aliased += done
+            frame[3] += 1 + done
+            if _excessive(aliased, decoded):
+                raise YAMLBoundError("document contains excessive aliasing")
+            continue
+        if key in open_:
+            # PyYAML's graph does not keep the anchor's name, which go-yaml quotes here.
+            raise YAMLBoundError("anchor value contains itself")
+        decoded += 1
+        if _excessive(aliased, decoded):
+            raise YAMLBoundError("document contains excessive aliasing")
+        open_.add(key)
+        stack.append([child, _children(child), 0, 1])
+
+
+def _construct(loader: Any, node: yaml.Node | None) -> Any:
+    if node is None:
+        return None
+    check_aliasing(node)
+    return loader.construct_document(node)
+
+
+def load(data: str | bytes, loader: Any = LOADER) -> Any:
+    """One YAML document (``yaml.safe_load``'s contract), bounded (see the module)."""
+    return load_single(loader(data))
+
+
+def load_single(instance: Any) -> Any:
+    """One YAML document from a loader instance (its ``get_single_data``), bounded; the
+    instance is disposed of."""
+    try:
+        return _construct(instance, instance.get_single_node())
+    except RecursionError:
+        raise YAMLBoundError("exceeded max depth") from None
+    finally:
+        instance.dispose()
+
+
+def load_all(data: str | bytes, loader: Any = LOADER) -> Iterator[Any]:
+    """Each YAML document in turn (``yaml.load_all``'s contract), bounded (see the module)."""
+    instance = loader(data)
+    try:
+        while instance.check_node():
+            yield _construct(instance, instance.get_node())
+    except RecursionError:
+        raise YAMLBoundError("exceeded max depth") from None
+    finally:
+        instance.dispose()
+
+
+def compose(data: str | bytes, loader: Any = LOADER) -> yaml.Node | None:
+    """One YAML document's node graph, checked (see :func:`check_aliasing`)."""
+    instance = loader(data)
+    try:
+        node: yaml.Node | None = instance.get_single_node()
+    except RecursionError:
+        raise YAMLBoundError("exceeded max depth") from None
+    finally:
+        instance.dispose()
+    if node is not None:
+        check_aliasing(node)
+    return node
