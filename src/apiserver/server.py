@@ -261,6 +261,8 @@ class Server:
                     os.makedirs(data_dir, exist_ok=True)
 
         backend = store.kind
+        #: The backend itself, before any wrapper (the full-disk counter hooks into it).
+        self.backend_store = store
         # etcd_request_duration_seconds and friends (apiserver.metrics.storage): the backend's
         # calls are timed below the watch cache, unless --disabled-metrics names all three.
         self.store_timings: StoreTimings | None = None
@@ -436,8 +438,9 @@ class Server:
         )
         from apiserver.storage.sqlite import SqliteStore
 
-        if isinstance(store, SqliteStore):  # a full disk is counted (issue 17)
-            store.on_out_of_space = self.metrics.storage_out_of_space.labels(
+        backend_store = self.backend_store
+        if isinstance(backend_store, SqliteStore):  # a full disk is counted (issue 17)
+            backend_store.on_out_of_space = self.metrics.storage_out_of_space.labels(
                 self.storage_metrics.endpoint
             ).inc
         if not config.disable_http2_serving:

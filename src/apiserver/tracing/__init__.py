@@ -243,6 +243,10 @@ class TracingApp:
     def __init__(self, app: Any) -> None:
         self.app = app
 
+    def __getattr__(self, name: str) -> Any:
+        # Everything else (the serving policy, the router) is the wrapped app's.
+        return getattr(self.app, name)
+
     def handle(self, request: HTTPRequest) -> None:
         token = CURRENT_SPAN.set(None)
         try:
