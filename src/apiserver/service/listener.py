@@ -51,13 +51,15 @@ class SharedPort(tcp.Port):
 connection_done = Failure(ConnectionDone())
 
 
-def _handshake_counting(count: Callable[[], None]) -> type[TLSMemoryBIOProtocol]:
+def _handshake_counting(
+    base: type[TLSMemoryBIOProtocol], count: Callable[[], None]
+) -> type[TLSMemoryBIOProtocol]:
     """The TLS protocol class that calls ``count`` for a connection lost before its
     handshake completed: a failed handshake, or a client that left first (Go's server logs
     ``http: TLS handshake error from ...: EOF`` then, and kube-apiserver counts that line in
     ``apiserver_tls_handshake_errors_total``, k8s.io/apiserver pkg/server/secure_serving.go)."""
 
-    class HandshakeCounting(TLSMemoryBIOProtocol):
+    class HandshakeCounting(base):  # type: ignore[valid-type,misc]
         def connectionLost(self, reason: Failure = connection_done) -> None:
             if not self._handshakeDone:
                 count()
@@ -118,7 +120,9 @@ class ListenerService(Service):
     def _listen(self) -> None:
         factory: Any = TLSMemoryBIOFactory(self.context(), False, self.site)
         if self.on_handshake_error is not None:
-            factory.protocol = _handshake_counting(self.on_handshake_error)
+            # A subclass of the factory's own class (BufferingTLSTransport, whose write
+            # aggregation the HTTP layers rely on).
+            factory.protocol = _handshake_counting(factory.protocol, self.on_handshake_error)
         if self.max_bytes_per_second > 0:
             factory = ReadRateLimitedFactory(factory, self.max_bytes_per_second, self.reactor)
         last_error: Exception | None = None
