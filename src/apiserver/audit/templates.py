@@ -93,29 +93,11 @@ class EventLines:
                 return None
         template, audit_id, received = found
         decided = info.authorization
-        if stage == "RequestReceived" or record.response_status is None:
-            pieces = template.received.get(decided)
-            if pieces is None:
-                pieces = self._new(template.received, decided, record, stage, None)
-                if pieces is None:
-                    return None
-            return b"".join(
-                (
-                    pieces[0],
-                    audit_id,
-                    pieces[1],
-                    _STAGES.get(stage) or stage.encode(),
-                    pieces[2],
-                    received,
-                    pieces[3],
-                    stage_text.encode(),
-                    pieces[4],
-                )
-            )
-        status = record.response_status
-        pieces = template.with_status.get(decided)
+        status = None if stage == "RequestReceived" else record.response_status
+        variants = template.received if status is None else template.with_status
+        pieces = variants.get(decided)
         if pieces is None:
-            pieces = self._new(template.with_status, decided, record, stage, status)
+            pieces = self._new(variants, decided, record, stage, status)
             if pieces is None:
                 return None
         return b"".join(
@@ -125,7 +107,7 @@ class EventLines:
                 pieces[1],
                 _STAGES.get(stage) or stage.encode(),
                 pieces[2],
-                self._status_json(status),
+                self._status_json(status) if status is not None else b"",
                 pieces[3],
                 received,
                 pieces[4],
@@ -218,6 +200,9 @@ class EventLines:
                 quoted.append(b'"' + parts[index + 1])
             else:
                 quoted.append(parts[index + 1])
+        if status is None:
+            # An empty piece where the status would be: both shapes join the same way.
+            quoted.insert(3, b"")
         return tuple(quoted)
 
     def _status_json(self, status: dict[str, Any]) -> bytes:
