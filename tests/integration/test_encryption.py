@@ -44,6 +44,14 @@ def config(tmp_path: Path, providers: str, name: str = "enc.yaml") -> Path:
     return path
 
 
+def kms_v2(socket: Path, timeout: str) -> str:
+    """A KMS v2 provider named ``testkms`` on the plugin's unix socket."""
+    return (
+        f"  - kms: {{apiVersion: v2, name: testkms, endpoint: 'unix://{socket}', "
+        f"timeout: {timeout}}}\n"
+    )
+
+
 def aesgcm(name: str, key: bytes) -> str:
     return f"  - aesgcm: {{keys: [{{name: {name}, secret: {b64(key)}}}]}}\n"
 
@@ -270,11 +278,7 @@ def test_kms_v2_plugin_encrypts_and_its_outage_is_reported(
     socket = tmp_path / "kms.sock"
     plugin = Plugin(str(socket)).start()
     try:
-        path = config(
-            tmp_path,
-            f"  - kms: {{apiVersion: v2, name: testkms, endpoint: 'unix://{socket}', "
-            "timeout: 2s}\n",
-        )
+        path = config(tmp_path, kms_v2(socket, "2s"))
         daemon = start_daemon([f"--encryption-provider-config={path}"])
         status, _, body = daemon.get("/readyz/kms-providers")
         assert status == 200, body
@@ -324,11 +328,7 @@ def test_a_hung_kms_decrypt_delays_only_the_reads_that_need_its_dek(
     socket = tmp_path / "kms.sock"
     plugin = Plugin(str(socket)).start()
     try:
-        path = config(
-            tmp_path,
-            f"  - kms: {{apiVersion: v2, name: testkms, endpoint: 'unix://{socket}', "
-            "timeout: 20s}\n",
-        )
+        path = config(tmp_path, kms_v2(socket, "20s"))
         daemon = start_daemon([f"--encryption-provider-config={path}"])
         post(daemon, "before")
         daemon.stop()
