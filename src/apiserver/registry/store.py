@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 
@@ -55,6 +55,8 @@ DECODE_CACHE_SIZE = 20000
 #: How many plugin answers one read waits for before it gives up (each wait is bounded by the
 #: KMS provider's timeout; more than one only when another DEK or a race gets in between).
 MAX_TRANSFORM_WAITS = 8
+PLUGIN_TIMED_OUT = "timed out waiting for the KMS plugin"
+T = TypeVar("T")
 TryUpdate = Callable[[Obj | None], Awaitable[Obj | None]]
 
 
@@ -281,7 +283,7 @@ class Registry:
                 raise errors.internal_error(str(error)) from None
             except TransformPending as pending:
                 await pending.ready
-        raise errors.internal_error("timed out waiting for the KMS plugin")
+        raise errors.internal_error(PLUGIN_TIMED_OUT)
 
     # --- reads -----------------------------------------------------------------------------
 
@@ -339,13 +341,9 @@ class Registry:
     async def _decode_after(self, kv: KeyValue, pending: TransformPending) -> Obj:
         """:meth:`decode` once the value transformer's plugin call has answered (a KMS
         Decrypt of a DEK not cached yet: :class:`~apiserver.storage.value.TransformPending`)."""
-        for _ in range(MAX_TRANSFORM_WAITS):
-            await pending.ready
-            try:
-                return self.decode(kv)
-            except TransformPending as again:
-                pending = again
-        raise _Untransformable(kv.key, "timed out waiting for the KMS plugin")
+        return await _after_plugin(
+            pending, lambda: self.decode(kv), lambda: _Untransformable(kv.key, PLUGIN_TIMED_OUT)
+        )
 
     def list_revision_now(self, namespace: str | None) -> int | None:
         """The revision a consistent :meth:`list_page` (no start key, no revision) would be
@@ -380,7 +378,12 @@ class Registry:
                 try:
                     return self._page_from(current, limit, keep, want_remaining)
                 except TransformPending as pending:
-                    return await self._page_after(pending, current, limit, keep, want_remaining)
+                    # Objects decoded before the wait are memoized: a retry redoes the rest.
+                    return await _after_plugin(
+                        pending,
+                        lambda: self._page_from(current, limit, keep, want_remaining),
+                        lambda: errors.internal_error(PLUGIN_TIMED_OUT),
+                    )
         items: list[Obj] = []
         start = start_key or prefix
         read_revision = revision
@@ -448,25 +451,11 @@ class Registry:
         try:
             return self._page_from(result, limit, keep, want_remaining)
         except TransformPending as pending:
-            return await self._page_after(pending, result, limit, keep, want_remaining)
-
-    async def _page_after(
-        self,
-        pending: TransformPending,
-        result: RangeResult,
-        limit: int,
-        keep: Callable[[Obj], bool] | None,
-        want_remaining: bool,
-    ) -> ListPage:
-        """:meth:`_page_from` again after each plugin answer it waited for (objects decoded
-        before the wait are memoized, so a retry redoes only what is left)."""
-        for _ in range(MAX_TRANSFORM_WAITS):
-            await pending.ready
-            try:
-                return self._page_from(result, limit, keep, want_remaining)
-            except TransformPending as again:
-                pending = again
-        raise errors.internal_error("timed out waiting for the KMS plugin")
+            return await _after_plugin(
+                pending,
+                lambda: self._page_from(result, limit, keep, want_remaining),
+                lambda: errors.internal_error(PLUGIN_TIMED_OUT),
+            )
 
     def _page_from(
         self,
@@ -625,6 +614,20 @@ class Registry:
         return pausable_watch(
             self.store, self.prefix(namespace), start_revision, callback, self._max_pending
         )
+
+
+async def _after_plugin(
+    pending: TransformPending, attempt: Callable[[], T], timed_out: Callable[[], Exception]
+) -> T:
+    """``attempt()`` again after each plugin answer it waited for (``TransformPending``),
+    at most :data:`MAX_TRANSFORM_WAITS` times."""
+    for _ in range(MAX_TRANSFORM_WAITS):
+        await pending.ready
+        try:
+            return attempt()
+        except TransformPending as again:
+            pending = again
+    raise timed_out()
 
 
 class _InOrder:
