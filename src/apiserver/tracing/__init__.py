@@ -195,46 +195,42 @@ class Tracing(Service):
     def webhook_span(self, method: str, url: str) -> spans.WebhookSpan | None:
         """A client span for a webhook call of the running traced request (installed as
         :data:`apiserver.http.spans.start`), with the ``traceparent`` the webhook gets."""
-        return _webhook_span_of(self, method, url)
+        from opentelemetry import trace
+        from opentelemetry.trace import SpanKind, Status, StatusCode
 
-    def child(self, name: str, attributes: dict[str, Any]) -> Span | None:
-        """A span under the running request's, or None outside a traced request."""
+        span = self.child(
+            f"HTTP {method}", {"http.method": method, "http.url": url}, kind=SpanKind.CLIENT
+        )
+        if span is None:
+            return None
+        carrier: dict[str, str] = {}
+        self.propagator.inject(carrier, context=trace.set_span_in_context(span))
+
+        def end(code: int) -> None:
+            if code:
+                span.set_attribute("http.status_code", code)
+            if code == 0 or code >= 500:
+                span.set_status(Status(StatusCode.ERROR))
+            span.end()
+
+        return spans.WebhookSpan({k.encode(): [v.encode()] for k, v in carrier.items()}, end)
+
+    def child(self, name: str, attributes: dict[str, Any], kind: Any = None) -> Span | None:
+        """A span under the running request's (``kind``: internal unless given), or None
+        outside a traced request."""
         parent = CURRENT_SPAN.get()
         tracer = self.tracer
         if parent is None or tracer is None:
             return None
         from opentelemetry import trace
+        from opentelemetry.trace import SpanKind
 
         return tracer.start_span(
-            name, context=trace.set_span_in_context(parent), attributes=attributes
+            name,
+            context=trace.set_span_in_context(parent),
+            kind=kind or SpanKind.INTERNAL,
+            attributes=attributes,
         )
-
-
-def _webhook_span_of(tracing: Tracing, method: str, url: str) -> spans.WebhookSpan | None:
-    parent = CURRENT_SPAN.get()
-    tracer = tracing.tracer
-    if parent is None or tracer is None:
-        return None
-    from opentelemetry import trace
-    from opentelemetry.trace import SpanKind, Status, StatusCode
-
-    span = tracer.start_span(
-        f"HTTP {method}",
-        context=trace.set_span_in_context(parent),
-        kind=SpanKind.CLIENT,
-        attributes={"http.method": method, "http.url": url},
-    )
-    carrier: dict[str, str] = {}
-    tracing.propagator.inject(carrier, context=trace.set_span_in_context(span))
-
-    def end(code: int) -> None:
-        if code:
-            span.set_attribute("http.status_code", code)
-        if code == 0 or code >= 500:
-            span.set_status(Status(StatusCode.ERROR))
-        span.end()
-
-    return spans.WebhookSpan({k.encode(): [v.encode()] for k, v in carrier.items()}, end)
 
 
 class TracingApp:
