@@ -89,8 +89,13 @@ def wait_for(path: Path, want: Callable[[str], bool]) -> str:
     deadline = time.monotonic() + 10
     text = ""
     while time.monotonic() < deadline:
-        if path.exists():
+        try:
             text = path.read_text()
+        except FileNotFoundError:
+            # Not written yet, or between a rotation's rename and the new file's creation
+            # (lumberjack's openNew has the same window).
+            text = ""
+        else:
             if want(text):
                 return text
         time.sleep(0.1)
