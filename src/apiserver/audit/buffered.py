@@ -173,9 +173,10 @@ class BufferedSink:
             self._blocked(1)
             return True
         now = self.clock.seconds()
-        was_empty = not queue
         queue.append((now, line))
-        self._queued(now, was_empty)
+        if len(queue) == 1 or len(queue) >= self.max_size:
+            # Otherwise the pump is already due for the queue's head (see _queued).
+            self._queued(now, len(queue) == 1)
         return True
 
     def _queued(self, now: float, was_empty: bool) -> None:

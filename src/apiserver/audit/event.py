@@ -66,6 +66,23 @@ def micro_time(seconds: float) -> str:
 
 #: "000" to "999".
 _DIGITS3 = [f"{i:03d}" for i in range(1000)]
+_DIGITS3_BYTES = [digits.encode() for digits in _DIGITS3]
+_second_cache_bytes: list[Any] = [None, b""]
+
+
+def micro_time_bytes(seconds: float) -> bytes:
+    """:func:`micro_time` encoded, for the lines written from templates
+    (apiserver.audit.templates), without the text in between."""
+    whole = int(seconds // 1)
+    micros = int((seconds - whole) * 1_000_000 + 0.5)
+    if micros >= 1_000_000:
+        whole, micros = whole + 1, micros - 1_000_000
+    cache = _second_cache_bytes
+    if cache[0] != whole:
+        cache[1] = micro_time(whole)[:-7].encode()  # up to the seconds' "."
+        cache[0] = whole
+    digits = _DIGITS3_BYTES
+    return b"".join((cache[1], digits[micros // 1000], digits[micros % 1000], b"Z"))
 
 
 def level_at_least(level: Level, other: Level) -> bool:
@@ -275,12 +292,13 @@ class AuditRecord:
     __slots__ = (
         "annotations",
         "audit_id",
+        "described",
         "info",
         "level",
         "object_ref",
         "omit_managed_fields",
         "received",
-        "received_text",
+        "request",
         "request_object",
         "request_uri",
         "response_object",
@@ -290,6 +308,7 @@ class AuditRecord:
         "template",
         "user",
         "user_agent",
+        "user_info",
         "verb",
     )
 
@@ -315,16 +334,17 @@ class AuditRecord:
         #: The request's line template, once looked up (apiserver.audit.templates): None
         #: not yet, False none; the server's own audit IDs (none in the request) are UUIDs.
         self.template: Any = None if b"Audit-Id" not in request.requestHeaders._rawHeaders else 0
-        self.request_uri = request.uri.decode("utf-8", "replace")
         resolved = info.resolved
         # Non-resource requests: the lower-cased HTTP method (NewRequestInfo).
         self.verb = resolved.verb if resolved is not None else info.method.lower()
-        self.user = user_info_shared(user)
-        self.source_ips = source_ips(request)
-        self.user_agent = user_agent(request)
-        self.object_ref = object_ref(resolved) if resolved is not None else None
+        #: The request and its user, read by :meth:`describe` (the fields an event shows)
+        #: when an event is built field by field. A request whose events come from a
+        #: template (apiserver.audit.templates) never needs them: its template is found from
+        #: the request's raw values.
+        self.request = request
+        self.user_info = user
+        self.described = False
         self.received = received
-        self.received_text = micro_time(received)
         self.omit_managed_fields = omit_managed_fields
         self.response_status: dict[str, Any] | None = None
         self.request_object: Any = None
@@ -333,8 +353,23 @@ class AuditRecord:
         #: True once the answer's code is known (``auditResponseWriter.processCode``).
         self.started = False
 
+    def describe(self) -> None:
+        """The rest of ``LogRequestMetadata``: the request URI, user, source IPs, user agent
+        and object reference, read once from the request."""
+        if self.described:
+            return
+        self.described = True
+        request = self.request
+        self.request_uri = request.uri.decode("utf-8", "replace")
+        self.user = user_info_shared(self.user_info)
+        self.source_ips = source_ips(request)
+        self.user_agent = user_agent(request)
+        resolved = self.info.resolved
+        self.object_ref = object_ref(resolved) if resolved is not None else None
+
     def log_request_object(self, obj: Any) -> None:
         """``LogRequestObject``: fill the object reference, keep the object at Request+."""
+        self.describe()
         if self.omit_managed_fields:
             obj = without_managed_fields(obj)
         self.object_ref = enrich_object_ref(self.object_ref or {}, obj)
@@ -353,6 +388,7 @@ class AuditRecord:
 
     def event(self, stage: str, stage_timestamp: float) -> AuditEvent:
         """The Event of ``stage`` (a new dict each time)."""
+        self.describe()
         info = self.info
         event: AuditEvent = {
             "kind": "Event",
@@ -379,7 +415,7 @@ class AuditRecord:
             event["requestObject"] = self.request_object
         if self.response_object is not None:
             event["responseObject"] = self.response_object
-        event["requestReceivedTimestamp"] = received = self.received_text
+        event["requestReceivedTimestamp"] = received = micro_time(self.received)
         event["stageTimestamp"] = (
             received if stage == "RequestReceived" else micro_time(stage_timestamp)
         )

@@ -51,7 +51,6 @@ from apiserver.audit.event import (
     AuditRecord,
     decode_json_object,
     level_at_least,
-    micro_time,
 )
 from apiserver.audit.interface import AuditMetrics, Level, Sink
 from apiserver.audit.policy import AuditConfig, Policy
@@ -294,15 +293,12 @@ class AuditStage:
         omitted), False when one refused, or a Deferred of that for a sink that waits."""
         if stage in config.omit_stages:
             return True
-        now = self.clock.seconds()
+        # RequestReceived's stage time is the received time (ProcessEventStage).
+        now = record.received if stage == "RequestReceived" else self.clock.seconds()
         line_sink = self.line_sink
         if line_sink is not None:
             assert self.templates is not None
-            line = self.templates.line(
-                record,
-                stage,
-                record.received_text if stage == "RequestReceived" else micro_time(now),
-            )
+            line = self.templates.line(record, stage, now)
             if line is not None:
                 self.metrics.event(record.level)
                 return line_sink.process_line(line)

@@ -12,6 +12,13 @@ markers in those places and split there, and each later line is the pieces joine
 the values, byte for byte what the encoder would have written
 (tests/unit/audit/test_templates.py compares them).
 
+A template is found from the request's raw values (level, URI, method, user, peer address
+and first ``User-Agent`` value, of which the event's fields are functions), so a request
+whose events come from templates never builds those fields
+(:meth:`apiserver.audit.event.AuditRecord.describe`); requests whose source IPs come from
+forwarding headers, or whose object reference from their body (create, update), are keyed
+by the built fields instead.
+
 Only the usual events take this path: no request or response object (Metadata level, or a
 verb that logs none), no impersonation, no annotation but authorization's, an audit ID that
 needs no escaping. Anything else, and the first event of each shape, is encoded as before.
@@ -25,7 +32,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from apiserver.audit.event import AuditRecord
+from apiserver.audit.event import AuditRecord, micro_time_bytes, peer_host
 from apiserver.audit.interface import AuditEvent
 
 __all__ = ["EventLines"]
@@ -38,10 +45,8 @@ _MARK = re.compile(rb'"\\u000([1-5])"')
 #: Audit IDs written as they are (the server's UUIDs; a client's own ``Audit-Id`` header
 #: with anything else goes the encoder's way).
 _PLAIN_ID = re.compile(r"[0-9A-Za-z._:-]{1,128}")
-_STAGES = {
-    name: name.encode()
-    for name in ("RequestReceived", "ResponseStarted", "ResponseComplete", "Panic")
-}
+#: Verbs whose object reference is completed from the request body (``LogRequestObject``).
+_BODY_OBJECT_VERBS = frozenset({"create", "update"})
 #: Templates kept; cleared when full (a server sees a bounded set of request shapes;
 #: unique URIs only cost a miss).
 MAX_TEMPLATES = 2048
@@ -50,16 +55,18 @@ MAX_STATUSES = 256
 
 
 class _Template:
-    __slots__ = ("received", "refs", "with_status")
+    __slots__ = ("received", "refs", "stages")
 
     def __init__(self, refs: tuple[Any, ...]) -> None:
         #: Objects whose identity is part of the key, kept alive so their ids stay theirs.
         self.refs = refs
-        #: The line's pieces around the variable fields, without and with ``responseStatus``,
-        #: by the authorization decision known at the event's stage (none yet when the
-        #: request is received: authorization comes after audit in the chain).
+        #: The line's pieces around the variable fields of ``RequestReceived`` (no
+        #: ``responseStatus``), by the authorization decision known at the event's stage
+        #: (none yet when the request is received: authorization comes after audit in the
+        #: chain); the stage's name is joined into them.
         self.received: dict[Any, tuple[bytes, ...]] = {}
-        self.with_status: dict[Any, tuple[bytes, ...]] = {}
+        #: The same for the later stages (with ``responseStatus``), by stage.
+        self.stages: dict[str, dict[Any, tuple[bytes, ...]]] = {}
 
 
 class EventLines:
@@ -74,14 +81,17 @@ class EventLines:
         self._seen: dict[tuple[Any, ...], None] = {}
         self._statuses: dict[int, tuple[Any, bytes]] = {}
 
-    def line(self, record: AuditRecord, stage: str, stage_text: str) -> bytes | None:
+    def line(self, record: AuditRecord, stage: str, now: float) -> bytes | None:
         """The event's line, or None when it is not a usual one (the caller encodes the
-        event dict then). ``stage_text`` is the stage timestamp as ``micro_time`` wrote it."""
+        event dict then). ``now`` is the stage's time (unread at ``RequestReceived``, whose
+        stage time is the received time)."""
         info = record.info
         if (
             record.response_object is not None
             or record.annotations is not None
             or info.audit_annotations
+            # Known after RequestReceived (impersonation comes after audit in the chain).
+            or info.impersonated_user is not None
         ):
             return None
         found = record.template
@@ -93,8 +103,22 @@ class EventLines:
                 return None
         template, audit_id, received = found
         decided = info.authorization
-        status = None if stage == "RequestReceived" else record.response_status
-        variants = template.received if status is None else template.with_status
+        if stage == "RequestReceived":
+            pieces = template.received.get(decided)
+            if pieces is None:
+                pieces = self._new(template.received, decided, record, stage, None)
+                if pieces is None:
+                    return None
+            # Its stage time is the received time.
+            return b"".join(
+                (pieces[0], audit_id, pieces[1], received, pieces[2], received, pieces[3])
+            )
+        status = record.response_status
+        if status is None:
+            return None
+        variants = template.stages.get(stage)
+        if variants is None:
+            variants = template.stages[stage] = {}
         pieces = variants.get(decided)
         if pieces is None:
             pieces = self._new(variants, decided, record, stage, status)
@@ -105,39 +129,57 @@ class EventLines:
                 pieces[0],
                 audit_id,
                 pieces[1],
-                _STAGES.get(stage) or stage.encode(),
+                self._status_json(status),
                 pieces[2],
-                self._status_json(status) if status is not None else b"",
-                pieces[3],
                 received,
+                pieces[3],
+                micro_time_bytes(now),
                 pieces[4],
-                stage_text.encode(),
-                pieces[5],
             )
         )
 
     def _find(self, record: AuditRecord) -> tuple[_Template, bytes, bytes] | bool:
         """The record's template with its audit ID and received time encoded, or False
         (not a usual request, or a shape seen for the first time)."""
-        info = record.info
         audit_id = record.audit_id
-        if (
-            record.request_object is not None
-            or info.impersonated_user is not None
-            or (record.template == 0 and _PLAIN_ID.fullmatch(audit_id) is None)
+        if record.request_object is not None or (
+            record.template == 0 and _PLAIN_ID.fullmatch(audit_id) is None
         ):
             return False
-        ref = record.object_ref
-        user = record.user
-        key = (
-            record.level,
-            record.request_uri,
-            record.verb,
-            id(user),
-            tuple(record.source_ips),
-            record.user_agent,
-            tuple(ref.items()) if ref is not None else None,
-        )
+        request = record.request
+        received = request.requestHeaders._rawHeaders  # by canonical name (event.user_agent)
+        user = record.user_info
+        if (
+            record.verb in _BODY_OBJECT_VERBS
+            or b"X-Forwarded-For" in received
+            or b"X-Real-Ip" in received
+        ):
+            # The object reference comes from the body, or the source IPs from headers:
+            # the key is the described fields.
+            record.describe()
+            ref = record.object_ref
+            key: tuple[Any, ...] = (
+                record.level,
+                record.request_uri,
+                record.verb,
+                id(user),
+                tuple(record.source_ips),
+                record.user_agent,
+                tuple(ref.items()) if ref is not None else None,
+            )
+        else:
+            # The usual request: what the described fields are made of (the URI, method
+            # and peer give the verb, object reference and source IPs; the first
+            # User-Agent value the user agent).
+            agent = received.get(b"User-Agent")
+            key = (
+                record.level,
+                request.uri,
+                record.info.method,
+                id(user),
+                peer_host(request),
+                agent[0] if agent else None,
+            )
         template = self._templates.get(key)
         if template is None:
             seen = self._seen
@@ -150,7 +192,7 @@ class EventLines:
             if len(self._templates) >= MAX_TEMPLATES:
                 self._templates.clear()
             template = self._templates[key] = _Template((user,))
-        return template, audit_id.encode(), record.received_text.encode()
+        return template, audit_id.encode(), micro_time_bytes(record.received)
 
     def _new(
         self,
@@ -162,10 +204,18 @@ class EventLines:
     ) -> tuple[bytes, ...] | None:
         """A template's pieces for a decision it has none for yet (the record goes the
         encoder's way from now on if its event cannot be cut)."""
-        pieces = self._split(record, stage, status)
-        if pieces is None:
+        split = self._split(record, stage, status)
+        if split is None:
             record.template = False
             return None
+        # The stage is constant within its variants: joined with the pieces around it.
+        before, after_id, after_stage, after_status, after_received, end = split
+        joined = after_id + stage.encode() + after_stage
+        pieces = (
+            (before, joined + after_status, after_received, end)
+            if status is None
+            else (before, joined, after_status, after_received, end)
+        )
         variants[decided] = pieces
         return pieces
 

@@ -12,6 +12,7 @@ from twisted.internet.address import IPv4Address, IPv6Address
 from apiserver.audit.event import (
     AuditRecord,
     micro_time,
+    micro_time_bytes,
     object_ref,
     response_status,
     source_ips,
@@ -72,6 +73,11 @@ def test_the_user_agent_is_capped_at_1024_characters() -> None:
     capped = user_agent(request_with({b"User-Agent": [long.encode()]}))
     assert capped == "a" * 1024 + "...TRUNCATED"
     assert user_agent(request_with({b"User-Agent": [b"a" * 1024]})) == "a" * 1024
+
+
+def test_micro_time_bytes_is_micro_time_encoded() -> None:
+    for seconds in (0, 1_700_000_000.123456, 1_700_000_000.9999996, 1_700_000_001.0000004, 59.5):
+        assert micro_time_bytes(seconds) == micro_time(seconds).encode()
 
 
 def test_micro_time_is_rfc3339_with_six_digits_in_utc() -> None:

@@ -39,12 +39,12 @@ class CheckedLines(EventLines):
         self.made = 0
         self.declined = 0
 
-    def line(self, record: AuditRecord, stage: str, stage_text: str) -> bytes | None:
-        made = super().line(record, stage, stage_text)
+    def line(self, record: AuditRecord, stage: str, now: float) -> bytes | None:
+        made = super().line(record, stage, now)
         if made is None:
             self.declined += 1
             return None
-        expected = encode_event(record.event(stage, self.harness.clock.seconds()))
+        expected = encode_event(record.event(stage, now))
         assert made == expected
         self.made += 1
         return made
@@ -109,6 +109,11 @@ def test_template_lines_are_the_encoders_bytes(tmp_path: Any) -> None:
             lambda: h.request(b"GET", BASE + "/e1", token=None),  # anonymous
             lambda: h.request(b"GET", BASE + "/e1", token="nobody"),  # 401
             lambda: h.request(b"GET", BASE + "/e1", headers={b"Impersonate-User": [b"carol"]}),
+            # Same URI, other user agent or method: other lines (the template key).
+            lambda: h.request(b"GET", BASE + "/e1", headers={b"User-Agent": [b"kubectl/v1"]}),
+            lambda: h.request(b"GET", BASE + "/e1", headers={b"User-Agent": [b"x" * 1100]}),
+            lambda: h.request(b"HEAD", BASE + "/e1"),
+            lambda: h.request(b"POST", BASE, body=b'{"metadata":{"name":"e2"}}'),
             forwarded,
             odd_agent,
             own_audit_id,
