@@ -187,20 +187,25 @@ export class EventStream {
   }
 
   async watch() {
-    const response = await apiFetch(
+    const answer = apiFetch(
       url(this.query.path, this.query.params, {
         watch: "1",
         resourceVersion: this.resourceVersion,
         allowWatchBookmarks: "true",
       }),
       { signal: this.signal },
-    ).catch((error) => {
+    );
+    // Live from the moment the watch is asked for, not when its answer arrives: Firefox
+    // resolves fetch() only with the first bytes of the body, and a watch sends none until
+    // an event happens. Nothing is missed meanwhile (the watch starts at the resourceVersion
+    // already shown), and a refusal or an unreachable server ends this state at once.
+    this.onStatus("live", "live");
+    const response = await answer.catch((error) => {
       if (error instanceof ApiError && error.status === 410) {
         throw new Gone(error.message);
       }
       throw error;
     });
-    this.onStatus("live", "live");
     this.backoff = BACKOFF_MIN_MS;
     const reader = response.body.getReader();
     const decoder = new TextDecoder();
