@@ -353,7 +353,33 @@ const rows = document.querySelectorAll("#events-rows tr").length;
 const note = document.getElementById("events-note").textContent;
 big.stop();
 const query = queryFor({ reason: "a=b" }).params.toString();
-done({ urls, relisted, rows, note, renderMs, query });
+
+// A watch left unanswered (Firefox answers fetch() only with the first bytes) and dropped
+// after a while was connected: the backoff starts again from 1 s, however long it had grown.
+const states = [];
+let watches = 0;
+let drop;
+const dropped = new Promise((resolve) => { drop = resolve; });
+window.fetch = (url) => {
+  if (!String(url).includes("watch=1")) {
+    const list = { items: [], metadata: { resourceVersion: "7" } };
+    return Promise.resolve(new Response(JSON.stringify(list)));
+  }
+  if (watches++) {
+    return new Promise(() => {});
+  }
+  quiet.backoff = 16000;
+  return new Promise((resolve, reject) => setTimeout(() => {
+    reject(new TypeError("NetworkError"));
+    setTimeout(drop, 50);
+  }, 1100));
+};
+const quiet = new EventStream({}, (state, text) => states.push(text));
+quiet.run();
+await dropped;
+quiet.stop();
+window.fetch = real;
+done({ urls, relisted, rows, note, renderMs, query, states });
 })();
 """
 
@@ -364,7 +390,8 @@ def test_reflector_relists_on_410_and_keeps_10000_events(
     """The events module's reflector, in the browser with a stand-in fetch: list, watch
     from the list's resourceVersion, relist on a 410 ERROR, resume from a bookmark's
     resourceVersion after the server ends the stream; selectors escaped as
-    k8s.io/apimachinery/pkg/fields does; 10,000 events render as the newest 200."""
+    k8s.io/apimachinery/pkg/fields does; 10,000 events render as the newest 200; a watch
+    dropped after a while unanswered backs off from 1 s again."""
     driver = browser
     driver.get(f"{daemon.url}/ui/")
     driver.set_script_timeout(30)
@@ -381,6 +408,7 @@ def test_reflector_relists_on_410_and_keeps_10000_events(
     ]
     assert result["relisted"] == ["ns/b", "ns/c"]
     assert result["query"] == "fieldSelector=reason%3Da%5C%3Db"
+    assert result["states"] == ["listing…", "live", "reconnecting in 1 s"]
     assert result["rows"] == 200
     assert result["note"] == (
         "Showing the newest 200 of 10000 events; narrow the filters to see the others."
