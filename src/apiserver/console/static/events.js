@@ -127,6 +127,7 @@ export class EventStream {
     this.dirty = false;
     this.timer = 0;
     this.selected = "";
+    this.asked = 0;
   }
 
   stop() {
@@ -187,20 +188,26 @@ export class EventStream {
   }
 
   async watch() {
-    const response = await apiFetch(
+    const answer = apiFetch(
       url(this.query.path, this.query.params, {
         watch: "1",
         resourceVersion: this.resourceVersion,
         allowWatchBookmarks: "true",
       }),
       { signal: this.signal },
-    ).catch((error) => {
+    );
+    // Live from the moment the watch is asked for, not when its answer arrives: Firefox
+    // resolves fetch() only with the first bytes of the body, and a watch sends none until
+    // an event happens. Nothing is missed meanwhile (the watch starts at the resourceVersion
+    // already shown), and a refusal or an unreachable server ends this state at once.
+    this.onStatus("live", "live");
+    this.asked = Date.now();
+    const response = await answer.catch((error) => {
       if (error instanceof ApiError && error.status === 410) {
         throw new Gone(error.message);
       }
       throw error;
     });
-    this.onStatus("live", "live");
     this.backoff = BACKOFF_MIN_MS;
     const reader = response.body.getReader();
     const decoder = new TextDecoder();
@@ -242,6 +249,12 @@ export class EventStream {
           this.resourceVersion = "";
           continue;
         }
+        // A watch that stayed open a while was connected even if no answer came (Firefox):
+        // start the backoff again from its minimum, as an answered one already did.
+        if (this.asked && Date.now() - this.asked >= BACKOFF_MIN_MS) {
+          this.backoff = BACKOFF_MIN_MS;
+        }
+        this.asked = 0;
         let wait = this.backoff;
         if (error instanceof ApiError && (error.status === 401 || error.status === 403)) {
           wait = FORBIDDEN_RETRY_MS;
