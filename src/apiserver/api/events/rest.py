@@ -50,7 +50,7 @@ from apiserver.apimachinery.managedfields import update_managed_fields
 from apiserver.apimachinery.meta_time import format_seconds
 from apiserver.apimachinery.names import generate_name
 from apiserver.apimachinery.uid import new_uuid
-from apiserver.gocompat import yamlguard
+from apiserver.gocompat import deepjson, yamlguard
 from apiserver.http.app import STREAMING, RequestInfo, header_value
 from apiserver.http.coalesce import WriteCoalescer
 from apiserver.http.request import HTTPRequest
@@ -1130,9 +1130,11 @@ def decode_document(raw: bytes, fmt: str, kind: str = KIND) -> Obj:
         try:
             value = orjson.loads(raw) if raw.strip() else None
         except orjson.JSONDecodeError as error:
-            raise errors.bad_request(
-                f"couldn't get version/kind; json parse error: {error}"
-            ) from None
+            if not str(error).startswith("depth limit exceeded"):
+                raise errors.bad_request(
+                    f"couldn't get version/kind; json parse error: {error}"
+                ) from None
+            value = _decode_deep(raw, kind)
     if value is None:
         raise errors.bad_request(
             "Object 'Kind' is missing in '" + raw.decode("utf-8", "replace") + "'"
@@ -1143,6 +1145,21 @@ def decode_document(raw: bytes, fmt: str, kind: str = KIND) -> Obj:
             f"unmarshal {type(value).__name__} into Go value of type v1.{kind}"
         )
     return value
+
+
+def _decode_deep(raw: bytes, kind: str) -> Any:
+    """A JSON body nested past orjson's 1,024 levels, read as Go reads it up to its 10,000
+    (:mod:`apiserver.gocompat.deepjson`). Past that, or invalid, the answer is
+    ``transformDecodeError``'s for a body whose kind could not be read (k8s.io/apiserver
+    pkg/endpoints/handlers/rest.go): ``meta.Interpret``'s ``encoding/json`` error with a
+    summary of the body."""
+    try:
+        return deepjson.loads(raw)
+    except deepjson.DeepJSONError as error:
+        raise errors.bad_request(
+            f"the object provided is unrecognized (must be of type {kind}): couldn't get "
+            f"version/kind; json parse error: {error} ({errors.summarize_data(raw)})"
+        ) from None
 
 
 def _canonical_meta(obj: Obj) -> None:
