@@ -15,11 +15,21 @@ hostile document costs what its size says and never more:
   graph, in document order, without expanding anything (each node's expanded size is
   computed once), and an alias to a node that contains it fails as go-yaml's ``anchor ...
   value contains itself`` does.
-- **Depth.** libyaml (PyYAML's C loader, used here whenever it is built) refuses more than
-  1,000 nested levels (``exceeded maximum nesting depth``); go-yaml refuses more than 10,000.
-  PyYAML's pure-Python loader recurses and would fail with a RecursionError from about 300
-  levels, so the C loader is the default, and a RecursionError from a pure-Python loader is
-  turned into a YAML error, never a 500.
+- **Depth.** go-yaml's scanner (``scannerc.go``) refuses more than 10,000 nested flow
+  collections (``max_flow_level``) or block indentation levels (``max_indents``) with
+  ``exceeded max depth of 10000``. libyaml (PyYAML's C loader, used here whenever it is
+  built) stops at 1,000 by default; its limit is a process-wide setting
+  (``yaml_set_max_nest_level``, libyaml 0.2.5) that PyYAML does not expose but whose symbol
+  its extension exports, so it is raised once at import (:func:`_raise_libyaml_limit`) to
+  10,001: block nesting then stops exactly where go-yaml's does, flow nesting one level
+  later, and :func:`check_flow_depth` refuses that one level (looked for only when the
+  document has more than 10,000 ``{``/``[``, so ordinary documents pay nothing). Both
+  refusals read as go-yaml's (``line N: exceeded max depth of 10000``, the line given only
+  past the first, as go-yaml's ``parser.fail`` does). The C composer handles 10,001 levels
+  on a default 8 MiB thread stack (tests/unit/gocompat/test_yamlguard.py composes in a
+  thread). PyYAML's pure-Python loader recurses and would fail with a RecursionError from
+  about 300 levels, so the C loader is the default, and a RecursionError from a pure-Python
+  loader is turned into a YAML error, never a 500.
 - **Size.** Request bodies are bounded before they are decoded (3 MiB, see
   ``apiserver.http.bodylimit``), as kube-apiserver bounds them before its decoder runs.
 
@@ -34,8 +44,32 @@ from typing import Any
 
 import yaml
 
-#: PyYAML's C loader when it is built (it bounds nesting at 1,000 levels), else its own.
+#: PyYAML's C loader when it is built, else its own.
 LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+#: go-yaml's ``max_flow_level`` and ``max_indents`` (scannerc.go).
+MAX_DEPTH = 10000
+DEPTH_TEXT = f"exceeded max depth of {MAX_DEPTH}"
+_LIBYAML_NESTING = "exceeded maximum nesting depth"
+
+
+def _raise_libyaml_limit(level: int = MAX_DEPTH + 1) -> int:
+    """Set libyaml's nesting limit (``yaml_set_max_nest_level``) in the copy PyYAML's C
+    extension carries; the limit in force after the call (1,000, libyaml's default, when
+    the extension or the symbol is missing)."""
+    try:
+        import ctypes
+
+        from yaml import _yaml  # type: ignore[attr-defined]
+
+        library = ctypes.CDLL(_yaml.__file__)
+        library.yaml_set_max_nest_level(ctypes.c_int(level))
+        return int(library.yaml_get_max_nest_level())
+    except (ImportError, OSError, AttributeError):
+        return 1000
+
+
+LIBYAML_MAX_NEST_LEVEL = _raise_libyaml_limit()
 
 # go-yaml decode.go: the alias ratio's range and the counts below which it is not checked.
 _RATIO_LOW = 400_000
@@ -119,6 +153,62 @@ def check_aliasing(root: yaml.Node) -> None:
         stack.append([child, _children(child), 0, 1])
 
 
+def depth_error(line: int) -> YAMLBoundError:
+    """go-yaml's scanner error past its depth limit at the 0-based ``line`` (``parser.fail``
+    names a line only when it is not the first)."""
+    where = f"line {line + 1}: " if line else ""
+    return YAMLBoundError(where + DEPTH_TEXT)
+
+
+def _may_nest_past(data: str | bytes) -> bool:
+    """Whether ``data`` has enough flow openers to nest past go-yaml's flow limit (a count
+    at C speed; only such documents are walked by :func:`check_flow_depth`)."""
+    if isinstance(data, str):
+        return data.count("{") + data.count("[") > MAX_DEPTH
+    return data.count(b"{") + data.count(b"[") > MAX_DEPTH
+
+
+def check_flow_depth(root: yaml.Node) -> None:
+    """Raise go-yaml's depth error if flow collections nest more than 10,000 deep in
+    ``root`` (iterative; each node once, so aliases cost nothing: an alias does not nest
+    text)."""
+    seen: set[int] = set()
+    stack: list[tuple[yaml.Node, int]] = [(root, 0)]
+    while stack:
+        node, outer = stack.pop()
+        if id(node) in seen or not isinstance(node, (yaml.SequenceNode, yaml.MappingNode)):
+            continue
+        seen.add(id(node))
+        level = outer + 1 if node.flow_style else 0
+        if level > MAX_DEPTH:
+            raise depth_error(node.start_mark.line)
+        stack.extend((child, level) for child in reversed(_children(node)))
+
+
+def _nesting(error: yaml.YAMLError) -> YAMLBoundError | None:
+    """libyaml's nesting refusal as go-yaml's, or None for any other error."""
+    if isinstance(error, yaml.MarkedYAMLError) and error.problem == _LIBYAML_NESTING:
+        mark = error.problem_mark
+        return depth_error(mark.line if mark is not None else 0)
+    return None
+
+
+def _node(instance: Any, single: bool, deep: bool) -> yaml.Node | None:
+    """The next (or single) node, libyaml's depth error worded as go-yaml's."""
+    try:
+        node: yaml.Node | None = instance.get_single_node() if single else instance.get_node()
+    except RecursionError:
+        raise YAMLBoundError("exceeded max depth") from None
+    except yaml.YAMLError as error:
+        bound = _nesting(error)
+        if bound is None:
+            raise
+        raise bound from None
+    if node is not None and deep:
+        check_flow_depth(node)
+    return node
+
+
 def _construct(loader: Any, node: yaml.Node | None) -> Any:
     if node is None:
         return None
@@ -128,14 +218,14 @@ def _construct(loader: Any, node: yaml.Node | None) -> Any:
 
 def load(data: str | bytes, loader: Any = LOADER) -> Any:
     """One YAML document (``yaml.safe_load``'s contract), bounded (see the module)."""
-    return load_single(loader(data))
+    return load_single(loader(data), deep=_may_nest_past(data))
 
 
-def load_single(instance: Any) -> Any:
+def load_single(instance: Any, *, deep: bool = False) -> Any:
     """One YAML document from a loader instance (its ``get_single_data``), bounded; the
-    instance is disposed of."""
+    instance is disposed of. ``deep``: the document may nest past go-yaml's flow limit."""
     try:
-        return _construct(instance, instance.get_single_node())
+        return _construct(instance, _node(instance, True, deep))
     except RecursionError:
         raise YAMLBoundError("exceeded max depth") from None
     finally:
@@ -145,11 +235,17 @@ def load_single(instance: Any) -> Any:
 def load_all(data: str | bytes, loader: Any = LOADER) -> Iterator[Any]:
     """Each YAML document in turn (``yaml.load_all``'s contract), bounded (see the module)."""
     instance = loader(data)
+    deep = _may_nest_past(data)
     try:
         while instance.check_node():
-            yield _construct(instance, instance.get_node())
+            yield _construct(instance, _node(instance, False, deep))
     except RecursionError:
         raise YAMLBoundError("exceeded max depth") from None
+    except yaml.YAMLError as error:
+        bound = _nesting(error)
+        if bound is None:
+            raise
+        raise bound from None
     finally:
         instance.dispose()
 
@@ -158,9 +254,7 @@ def compose(data: str | bytes, loader: Any = LOADER) -> yaml.Node | None:
     """One YAML document's node graph, checked (see :func:`check_aliasing`)."""
     instance = loader(data)
     try:
-        node: yaml.Node | None = instance.get_single_node()
-    except RecursionError:
-        raise YAMLBoundError("exceeded max depth") from None
+        node = _node(instance, True, _may_nest_past(data))
     finally:
         instance.dispose()
     if node is not None:

@@ -1123,7 +1123,11 @@ def decode_document(raw: bytes, fmt: str, kind: str = KIND) -> Obj:
             value = yamlguard.load(raw) if raw.strip() else None
         except yamlguard.YAMLBoundError as error:
             # go-yaml's own words: "yaml: document contains excessive aliasing".
-            raise errors.bad_request(f"error converting YAML to JSON: yaml: {error}") from None
+            text = f"error converting YAML to JSON: yaml: {error}"
+            if str(error).endswith(yamlguard.DEPTH_TEXT):
+                # Nested past go-yaml's 10,000 levels: transformDecodeError's whole answer.
+                raise _unrecognized(text, raw, kind) from None
+            raise errors.bad_request(text) from None
         except yaml.YAMLError as error:
             raise errors.bad_request(f"error converting YAML to JSON: {error}") from None
     else:
@@ -1156,10 +1160,18 @@ def _decode_deep(raw: bytes, kind: str) -> Any:
     try:
         return deepjson.loads(raw)
     except deepjson.DeepJSONError as error:
-        raise errors.bad_request(
-            f"the object provided is unrecognized (must be of type {kind}): couldn't get "
-            f"version/kind; json parse error: {error} ({errors.summarize_data(raw)})"
+        raise _unrecognized(
+            f"couldn't get version/kind; json parse error: {error}", raw, kind
         ) from None
+
+
+def _unrecognized(error: str, raw: bytes, kind: str) -> errors.StatusError:
+    """``transformDecodeError`` for a body whose kind could not be read (k8s.io/apiserver
+    pkg/endpoints/handlers/rest.go)."""
+    return errors.bad_request(
+        f"the object provided is unrecognized (must be of type {kind}): {error} "
+        f"({errors.summarize_data(raw)})"
+    )
 
 
 def _canonical_meta(obj: Obj) -> None:
