@@ -60,7 +60,7 @@ def _raise_libyaml_limit(level: int = MAX_DEPTH + 1) -> int:
     try:
         import ctypes
 
-        from yaml import _yaml  # type: ignore[attr-defined]
+        from yaml import _yaml
 
         library = ctypes.CDLL(_yaml.__file__)
         library.yaml_set_max_nest_level(ctypes.c_int(level))

@@ -26,7 +26,6 @@ The strict check of the YAML itself (duplicate keys) runs after the apply, as in
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 import yaml
@@ -59,7 +58,7 @@ from apiserver.apimachinery.managedfields import (
 from apiserver.apimachinery.schema import Type
 from apiserver.apimachinery.strict import yaml_duplicate_key_error
 from apiserver.gocompat import yamlguard
-from apiserver.gocompat.jsonvalues import go_json_kind
+from apiserver.gocompat.jsonvalues import deep_copy, go_json_kind
 
 # --- decoding ---------------------------------------------------------------------------------
 
@@ -281,7 +280,7 @@ def apply(
     cap_update_managers(managers)
     encoded = encode_managed_fields(managers)
 
-    result = merged if (changed or live is None) else copy.deepcopy(live)
+    result = merged if (changed or live is None) else deep_copy(live)
     metadata = result.get("metadata")
     if not isinstance(metadata, dict):
         metadata = result["metadata"] = {}
