@@ -22,10 +22,13 @@ hostile document costs what its size says and never more:
   (``yaml_set_max_nest_level``, libyaml 0.2.5) that PyYAML does not expose but whose symbol
   its extension exports, so it is raised once at import (:func:`_raise_libyaml_limit`) to
   10,001: block nesting then stops exactly where go-yaml's does, flow nesting one level
-  later, and :func:`check_flow_depth` refuses that one level (looked for only when the
-  document has more than 10,000 ``{``/``[``, so ordinary documents pay nothing). Both
+  later, and :func:`check_depth` refuses that one level (looked for only in documents of
+  more than 20,000 characters, so ordinary documents pay nothing). Both
   refusals read as go-yaml's (``line N: exceeded max depth of 10000``, the line given only
-  past the first, as go-yaml's ``parser.fail`` does). The C composer handles 10,001 levels
+  past the first, as go-yaml's ``parser.fail`` does). Block and flow levels are bounded
+  apart, but the JSON made of the document is bounded as a whole by ``encoding/json``
+  (10,000): :class:`JSONDepthError` carries that refusal for the callers to word. The C
+  composer handles 10,001 levels
   on a default 8 MiB thread stack (tests/unit/gocompat/test_yamlguard.py composes in a
   thread). PyYAML's pure-Python loader recurses and would fail with a RecursionError from
   about 300 levels, so the C loader is the default, and a RecursionError from a pure-Python
@@ -161,28 +164,61 @@ def depth_error(line: int) -> YAMLBoundError:
 
 
 def _may_nest_past(data: str | bytes) -> bool:
-    """Whether ``data`` has enough flow openers to nest past go-yaml's flow limit (a count
-    at C speed; only such documents are walked by :func:`check_flow_depth`)."""
-    if isinstance(data, str):
-        return data.count("{") + data.count("[") > MAX_DEPTH
-    return data.count(b"{") + data.count(b"[") > MAX_DEPTH
+    """Whether ``data`` is long enough to nest past 10,000 levels (each level takes at least
+    two characters: ``[]``, ``- ``); only such documents are walked by :func:`check_depth`."""
+    return len(data) > 2 * MAX_DEPTH
 
 
-def check_flow_depth(root: yaml.Node) -> None:
+class JSONDepthError(YAMLBoundError):
+    """A document go-yaml reads but whose JSON ``encoding/json`` refuses: block and flow
+    levels are bounded apart in go-yaml (10,000 each), while the JSON that
+    ``sigs.k8s.io/yaml`` makes of them is bounded as a whole (``maxNestingDepth``, 10,000).
+    ``str()`` is the JSON scanner's text, ``invalid character '{' exceeded max depth``."""
+
+
+def check_depth(root: yaml.Node) -> None:
     """Raise go-yaml's depth error if flow collections nest more than 10,000 deep in
-    ``root`` (iterative; each node once, so aliases cost nothing: an alias does not nest
-    text)."""
+    ``root``, else :class:`JSONDepthError` if collections nest more than 10,000 deep in all.
+    Iterative, each node once (an alias does not nest text; the expansion of aliases is not
+    counted)."""
     seen: set[int] = set()
-    stack: list[tuple[yaml.Node, int]] = [(root, 0)]
+    deepest = 0
+    # Each entry: a node, the flow level and the depth of its parent.
+    stack: list[tuple[yaml.Node, int, int]] = [(root, 0, 0)]
     while stack:
-        node, outer = stack.pop()
+        node, outer, depth = stack.pop()
         if id(node) in seen or not isinstance(node, (yaml.SequenceNode, yaml.MappingNode)):
             continue
         seen.add(id(node))
         level = outer + 1 if node.flow_style else 0
         if level > MAX_DEPTH:
             raise depth_error(node.start_mark.line)
-        stack.extend((child, level) for child in reversed(_children(node)))
+        depth += 1
+        deepest = max(deepest, depth)
+        stack.extend((child, level, depth) for child in reversed(_children(node)))
+    if deepest > MAX_DEPTH:
+        raise JSONDepthError(f"invalid character {_json_opener(root)!r} exceeded max depth")
+
+
+def _json_opener(root: yaml.Node) -> str:
+    """``{`` or ``[``: the opener of the first collection past 10,000 levels in the JSON
+    ``sigs.k8s.io/yaml`` writes (``json.Marshal`` of maps: keys in sorted order)."""
+    seen: set[int] = set()
+    stack: list[tuple[yaml.Node, int]] = [(root, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if id(node) in seen or not isinstance(node, (yaml.SequenceNode, yaml.MappingNode)):
+            continue
+        seen.add(id(node))
+        if depth > MAX_DEPTH:
+            return "{" if isinstance(node, yaml.MappingNode) else "["
+        if isinstance(node, yaml.MappingNode):
+            members = sorted(node.value, key=lambda pair: str(pair[0].value).encode())
+            children = [value for _, value in members]
+        else:
+            children = list(node.value)
+        stack.extend((child, depth + 1) for child in reversed(children))
+    return "{"
 
 
 def _nesting(error: yaml.YAMLError) -> YAMLBoundError | None:
@@ -205,7 +241,7 @@ def _node(instance: Any, single: bool, deep: bool) -> yaml.Node | None:
             raise
         raise bound from None
     if node is not None and deep:
-        check_flow_depth(node)
+        check_depth(node)
     return node
 
 

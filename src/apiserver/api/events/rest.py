@@ -1121,6 +1121,11 @@ def decode_document(raw: bytes, fmt: str, kind: str = KIND) -> Obj:
     if fmt == "yaml":
         try:
             value = yamlguard.load(raw) if raw.strip() else None
+        except yamlguard.JSONDepthError as error:
+            # The JSON of the YAML nests past encoding/json's limit: meta.Interpret's error.
+            raise _unrecognized(
+                f"couldn't get version/kind; json parse error: {error}", raw, kind
+            ) from None
         except yamlguard.YAMLBoundError as error:
             # go-yaml's own words: "yaml: document contains excessive aliasing".
             text = f"error converting YAML to JSON: yaml: {error}"
