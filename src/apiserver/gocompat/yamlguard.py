@@ -20,7 +20,7 @@ hostile document costs what its size says and never more:
   ``exceeded max depth of 10000``. libyaml (PyYAML's C loader, used here whenever it is
   built) stops at 1,000 by default; its limit is a process-wide setting
   (``yaml_set_max_nest_level``, libyaml 0.2.5) that PyYAML does not expose but whose symbol
-  its extension exports, so it is raised once at import (:func:`_raise_libyaml_limit`) to
+  its extension exports, so it is raised (:func:`_prepare`, before each parse) to
   10,001: block nesting then stops exactly where go-yaml's does, flow nesting one level
   later, and :func:`check_depth` refuses that one level (looked for only in documents of
   more than 20,000 characters, so ordinary documents pay nothing). Both
@@ -42,7 +42,7 @@ so ``error converting YAML to JSON: yaml: {error}`` reads as kube-apiserver's an
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import yaml
@@ -56,23 +56,64 @@ DEPTH_TEXT = f"exceeded max depth of {MAX_DEPTH}"
 _LIBYAML_NESTING = "exceeded maximum nesting depth"
 
 
-def _raise_libyaml_limit(level: int = MAX_DEPTH + 1) -> int:
-    """Set libyaml's nesting limit (``yaml_set_max_nest_level``) in the copy PyYAML's C
-    extension carries; the limit in force after the call (1,000, libyaml's default, when
-    the extension or the symbol is missing)."""
+LIBYAML_DEFAULT_NEST_LEVEL = 1000
+DEEP_FLOW_BYTES = 128 * 1024
+"""The largest document allowed past 1,000 flow levels. libyaml checks every open flow
+level's simple key at each token (``yaml_parser_stale_simple_keys``), so a document costs
+its tokens times its flow depth: at 10,000 levels about 0.1 ms a token, minutes for 3 MiB.
+Past this size a document with more than 1,000 flow openers keeps libyaml's own limit of
+1,000 (a 400 where go-yaml, linear, would read on; docs/hostile-input.md)."""
+
+
+def _libyaml_setter() -> Callable[[int], None] | None:
+    """``yaml_set_max_nest_level`` of the libyaml copy PyYAML's C extension carries (its
+    symbol is exported), or None when the extension or the symbol is missing."""
     try:
         import ctypes
 
         from yaml import _yaml
 
         library = ctypes.CDLL(_yaml.__file__)
-        library.yaml_set_max_nest_level(ctypes.c_int(level))
-        return int(library.yaml_get_max_nest_level())
+        setter = library.yaml_set_max_nest_level
+        setter.argtypes = [ctypes.c_int]
+        setter.restype = None
+        library.yaml_get_max_nest_level.restype = ctypes.c_int
     except (ImportError, OSError, AttributeError):
-        return 1000
+        return None
+    return setter
 
 
-LIBYAML_MAX_NEST_LEVEL = _raise_libyaml_limit()
+_SET_LEVEL = _libyaml_setter()
+_level = LIBYAML_DEFAULT_NEST_LEVEL
+
+
+def _nest_level(level: int) -> None:
+    """Make ``level`` libyaml's nesting limit (a process-wide setting, read as it parses)."""
+    global _level
+    if _SET_LEVEL is not None and level != _level:
+        _SET_LEVEL(level)
+        _level = level
+
+
+def _prepare(data: str | bytes) -> None:
+    """Choose libyaml's limit for ``data``: go-yaml's, unless the document is large and may
+    nest flow collections past 1,000 (see :data:`DEEP_FLOW_BYTES`)."""
+    if len(data) > DEEP_FLOW_BYTES:
+        openers = (
+            data.count("{") + data.count("[")
+            if isinstance(data, str)
+            else data.count(b"{") + data.count(b"[")
+        )
+        if openers > LIBYAML_DEFAULT_NEST_LEVEL:
+            _nest_level(LIBYAML_DEFAULT_NEST_LEVEL)
+            return
+    _nest_level(MAX_DEPTH + 1)
+
+
+_nest_level(MAX_DEPTH + 1)
+LIBYAML_MAX_NEST_LEVEL = _level
+"""libyaml's limit for ordinary documents: 10,001 (see the module), or 1,000 without the
+setter."""
 
 # go-yaml decode.go: the alias ratio's range and the counts below which it is not checked.
 _RATIO_LOW = 400_000
@@ -254,6 +295,7 @@ def _construct(loader: Any, node: yaml.Node | None) -> Any:
 
 def load(data: str | bytes, loader: Any = LOADER) -> Any:
     """One YAML document (``yaml.safe_load``'s contract), bounded (see the module)."""
+    _prepare(data)
     return load_single(loader(data), deep=_may_nest_past(data))
 
 
@@ -270,6 +312,7 @@ def load_single(instance: Any, *, deep: bool = False) -> Any:
 
 def load_all(data: str | bytes, loader: Any = LOADER) -> Iterator[Any]:
     """Each YAML document in turn (``yaml.load_all``'s contract), bounded (see the module)."""
+    _prepare(data)
     instance = loader(data)
     deep = _may_nest_past(data)
     try:
@@ -288,6 +331,7 @@ def load_all(data: str | bytes, loader: Any = LOADER) -> Iterator[Any]:
 
 def compose(data: str | bytes, loader: Any = LOADER) -> yaml.Node | None:
     """One YAML document's node graph, checked (see :func:`check_aliasing`)."""
+    _prepare(data)
     instance = loader(data)
     try:
         node = _node(instance, True, _may_nest_past(data))
