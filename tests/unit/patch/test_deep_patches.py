@@ -12,6 +12,7 @@ from apiserver.api.events.rest import decode_document
 from apiserver.api.events.schema import EVENT_V1
 from apiserver.apimachinery.errors import StatusError
 from apiserver.apimachinery.patch import Patcher, strict_errors
+from apiserver.apimachinery.request_options import parse_delete_options
 
 # Depth of the whole document: Go refuses more than 10,000 containers in all.
 DEPTHS = [999, 1025, 5000, 10000]
@@ -145,4 +146,24 @@ def test_create_body_past_gos_limit_is_transform_decode_errors_answer() -> None:
     assert caught.value.message == (
         "the object provided is unrecognized (must be of type Event): error converting YAML "
         'to JSON: yaml: exceeded max depth of 10000 ({"apiVersion":"events.k8s.io/v ...)'
+    )
+
+
+@pytest.mark.parametrize("depth", DEPTHS)
+@pytest.mark.parametrize("content_type", ["json", "yaml"])
+def test_deep_delete_options_body_is_read_as_go_reads_it(content_type: str, depth: int) -> None:
+    body = (
+        '{"kind":"DeleteOptions","apiVersion":"v1","x":' + nested(depth - 1) + ',"dryRun":["All"]}'
+    ).encode()
+    assert parse_delete_options({}, body, content_type).dry_run == ("All",)
+
+
+def test_delete_options_past_gos_limit_is_the_decoders_500() -> None:
+    # kube-apiserver answers a DeleteOptions decoding failure 500 with an empty reason.
+    body = ('{"kind":"DeleteOptions","x":' + nested(10000) + "}").encode()
+    with pytest.raises(StatusError) as caught:
+        parse_delete_options({}, body, "json")
+    assert (caught.value.code, caught.value.message) == (
+        500,
+        "couldn't get version/kind; json parse error: invalid character '{' exceeded max depth",
     )
