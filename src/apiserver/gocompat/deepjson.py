@@ -34,8 +34,12 @@ MAX_DEPTH_TEXT = "exceeded max depth"
 # One token after optional white space: a structural byte, a string, a number or a literal.
 # The string and number shapes are loose on purpose: the token's own parser checks escapes,
 # UTF-8 and number syntax, and anything odd sends the whole input to Go's scanner for words.
+# A separator (``,`` or ``:``) comes with the token after it, to halve the steps. A plain
+# string (no escape, no control character) and a short integer are read here; any other
+# string or number goes to the caller's parser.
 _TOKEN = re.compile(
-    rb'[ \t\r\n]*(?:([{}\[\],:])|("(?:[^"\\]|\\.)*")|(-?[0-9][0-9.eE+\-]*)|(true|false|null))',
+    rb'[ \t\r\n]*([,:]?)[ \t\r\n]*(?:([{}\[\],:])|"([^"\\\x00-\x1f]*)"|("(?:[^"\\]|\\.)*")'
+    rb"|(-?(?:0|[1-9][0-9]*)(?![0-9.eE+\-]))|(-?[0-9][0-9.eE+\-]*)|(true|false|null))",
     re.DOTALL,
 )
 _TRAILING = re.compile(rb"[ \t\r\n]*")
@@ -69,26 +73,34 @@ def loads(data: bytes, *, pairs: bool = False, max_depth: int = MAX_NESTING_DEPT
     pos = 0
     end = len(data)
     result: Any = None
-    # The states: 0 a value, 1 a value or ']', 2 a key or '}', 3 a key, 4 ':',
-    # 5 ',' or a closer.
+    # The states: 0 a value, 1 a value or ']', 2 a key or '}', 3 a key, 4 ':' (then a
+    # value), 5 ',' (then a key or value) or a closer.
     state = 0
     while True:
         token = match(data, pos)
         if token is None:
             raise _fail(data)
         pos = token.end()
-        punct, string, number, literal = token.groups()
-        if state == 4:
-            if punct != b":":
+        separator, punct, plain, string, integer, number, literal = token.groups()
+        if plain is not None:
+            try:
+                string = plain.decode()
+            except UnicodeDecodeError:
+                raise _fail(data) from None
+        if separator:
+            # Only after a key (':') or a member or item (','); then the token is read in
+            # the state the separator leads to.
+            if state == 4 and separator == b":":
+                state = 0
+            elif state == 5 and separator == b",":
+                state = 3 if stack[-1][2] else 0
+            else:
                 raise _fail(data)
-            state = 0
-            continue
+        elif state == 4:
+            raise _fail(data)
         if state == 5:
             top = stack[-1]
             closer = b"}" if top[2] else b"]"
-            if punct == b",":
-                state = 0 if closer == b"]" else 3
-                continue
             if punct != closer:
                 raise _fail(data)
             stack.pop()
@@ -99,6 +111,10 @@ def loads(data: bytes, *, pairs: bool = False, max_depth: int = MAX_NESTING_DEPT
             if punct == b"}" and state == 2:
                 top = stack.pop()
                 value = Pairs(top[0]) if pairs else top[0]
+            elif plain is not None:
+                stack[-1][1] = string
+                state = 4
+                continue
             elif string is not None:
                 try:
                     stack[-1][1] = scalar(string)
@@ -123,11 +139,15 @@ def loads(data: bytes, *, pairs: bool = False, max_depth: int = MAX_NESTING_DEPT
                 value = stack.pop()[0]
             elif punct is not None:
                 raise _fail(data)
+            elif plain is not None:
+                value = string
             elif literal is not None:
                 value = _LITERALS[literal]
+            elif integer is not None and (pairs or len(integer) < 19):
+                value = int(integer)
             else:
                 try:
-                    value = scalar(string if string is not None else number)
+                    value = scalar(string if string is not None else integer or number)
                 except ValueError:
                     raise _fail(data) from None
         # A value is complete: put it into its parent, or it is the document.
