@@ -52,22 +52,21 @@ def test_self_containing_anchor_is_an_error() -> None:
 def in_thread(function: Callable[[], object]) -> object:
     """Run ``function`` on a thread with the default stack, as the daemon's threads run, and
     give back its result or raise its exception."""
-    outcome: list[object] = []
+    results: list[object] = []
+    errors: list[BaseException] = []
 
     def run() -> None:
         try:
-            outcome.append(("ok", function()))
+            results.append(function())
         except BaseException as error:  # handed back to the test below
-            outcome.append(("error", error))
+            errors.append(error)
 
     thread = threading.Thread(target=run)
     thread.start()
     thread.join()
-    kind, value = outcome[0]  # type: ignore[misc]
-    if kind == "error":
-        assert isinstance(value, BaseException)
-        raise value
-    return value
+    if errors:
+        raise errors[0]
+    return results[0]
 
 
 def flow(depth: int) -> str:
