@@ -268,39 +268,126 @@ def nested_object(depth: int) -> str:
     return '{"a":' * depth + '"x"' + "}" * depth
 
 
+def deep_event(name: str, depth: int) -> bytes:
+    """An Event whose whole document nests ``depth`` levels, in the unknown field ``extra``."""
+    return (event_body(name).decode()[:-1] + ',"extra":' + nested_object(depth - 1) + "}").encode()
+
+
+# Go's decoders stop past 10,000 containers in all (encoding/json scanner.go, go-yaml
+# scannerc.go); up to there a deep value gets the answer a shallow one gets.
+TYPE_ERROR = (
+    'Event in version "v1" cannot be handled as a Event: json: cannot unmarshal object into '
+    "Go struct field Event.note of type string"
+)
+
+
 @pytest.mark.parametrize(
-    ("content_type", "patch"),
+    ("content_type", "patch", "message"),
     [
-        ("application/merge-patch+json", '{"note":' + nested_object(5000) + "}"),
-        ("application/strategic-merge-patch+json", '{"note":' + nested_object(5000) + "}"),
+        ("application/merge-patch+json", '{"note":' + nested_object(4999) + "}", TYPE_ERROR),
+        (
+            "application/strategic-merge-patch+json",
+            '{"note":' + nested_object(4999) + "}",
+            TYPE_ERROR,
+        ),
         (
             "application/json-patch+json",
-            '[{"op":"add","path":"/note","value":' + nested_object(5000) + "}]",
+            '[{"op":"add","path":"/note","value":' + nested_object(4998) + "}]",
+            TYPE_ERROR,
         ),
-        ("application/merge-patch+json", '{"note":' + nested_object(20000) + "}"),
+        (
+            "application/merge-patch+json",
+            '{"note":' + nested_object(10000) + "}",
+            "error decoding patch: invalid character '{' exceeded max depth",
+        ),
+        (
+            "application/merge-patch+json",
+            '{"note":' + nested_object(20000) + "}",
+            "error decoding patch: invalid character '{' exceeded max depth",
+        ),
     ],
 )
-def test_deep_patches_are_never_500(daemon: Daemon, content_type: str, patch: str) -> None:
+def test_deep_patches_answer_as_shallow_ones_up_to_gos_limit(
+    daemon: Daemon, content_type: str, patch: str, message: str
+) -> None:
     status, _, body = daemon.get(
         EVENTS + "/target", "PATCH", {"Content-Type": content_type}, patch.encode()
     )
-    assert 400 <= status < 500, body
-    status_of(body)
+    assert status == 400, body
+    assert status_of(body)["message"] == message
 
 
-@pytest.mark.parametrize("depth", [1000, 5000, 20000])
-def test_deep_creates_and_tokens_are_never_500(daemon: Daemon, depth: int) -> None:
-    create = event_body(f"deep{depth}").decode()[:-1] + ',"extra":' + nested_object(depth) + "}"
-    status, _, body = daemon.get(
-        EVENTS, "POST", {"Content-Type": "application/json"}, create.encode()
+def test_deep_merge_patch_of_an_unknown_field_applies_with_the_warning(daemon: Daemon) -> None:
+    patch = '{"extra":' + nested_object(4999) + "}"
+    status, headers, body = daemon.get(
+        EVENTS + "/target",
+        "PATCH",
+        {"Content-Type": "application/merge-patch+json"},
+        patch.encode(),
     )
-    assert status < 500, body
-    token = '{"v":"meta.k8s.io/v1","rv":1,"start":' + nested_object(depth) + "}"
+    assert status == 200, body
+    assert headers.get("warning") == '299 - "unknown field \\"extra\\""'
+    assert "extra" not in json.loads(body)
+
+
+@pytest.mark.parametrize("content_type", ["application/json", "application/yaml"])
+def test_deep_create_is_accepted_with_the_unknown_field_warning(
+    daemon: Daemon, content_type: str
+) -> None:
+    name = "deep5000" + content_type.rsplit("/", 1)[1]
+    status, headers, body = daemon.get(
+        EVENTS, "POST", {"Content-Type": content_type}, deep_event(name, 5000), timeout=60
+    )
+    assert status == 201, body
+    assert headers.get("warning") == '299 - "unknown field \\"extra\\""'
+    created = json.loads(body) if content_type == "application/json" else None
+    if created is not None:
+        assert "extra" not in created
+    assert daemon.get(EVENTS + "/" + name)[0] == 200
+
+
+@pytest.mark.parametrize(
+    ("content_type", "error"),
+    [
+        (
+            "application/json",
+            "couldn't get version/kind; json parse error: invalid character '{' exceeded max depth",
+        ),
+        ("application/yaml", "error converting YAML to JSON: yaml: exceeded max depth of 10000"),
+    ],
+)
+@pytest.mark.parametrize("depth", [10001, 20000])
+def test_deep_create_past_gos_limit_is_its_decoder_error(
+    daemon: Daemon, content_type: str, error: str, depth: int
+) -> None:
+    sent = deep_event("toodeep", depth)
+    status, _, body = daemon.get(EVENTS, "POST", {"Content-Type": content_type}, sent, timeout=60)
+    assert status == 400, body
+    # transformDecodeError's summary: the body's first 30 bytes.
+    assert status_of(body)["message"] == (
+        f"the object provided is unrecognized (must be of type Event): {error} "
+        f"({sent[:30].decode()} ...)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("depth", "message"),
+    [
+        (
+            5000,
+            "json: cannot unmarshal object into Go struct field continueToken.start of type string",
+        ),
+        (10001, "invalid character '{' exceeded max depth"),
+        (20000, "invalid character '{' exceeded max depth"),
+    ],
+)
+def test_deep_continue_tokens_answer_as_go(daemon: Daemon, depth: int, message: str) -> None:
+    token = '{"v":"meta.k8s.io/v1","rv":1,"start":' + nested_object(depth - 1) + "}"
     encoded = base64.urlsafe_b64encode(token.encode()).decode().rstrip("=")
     status, _, body = daemon.get(EVENTS + "?limit=1&continue=" + encoded)
     assert status == 400, body
     assert status_of(body)["message"] == (
-        "invalid continue token: continue key is not valid: exceeded max depth"
+        "invalid continue token: continue key is not valid: " + message
     )
 
 

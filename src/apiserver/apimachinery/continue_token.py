@@ -69,9 +69,13 @@ _EOF_MSG = "unexpected end of JSON input"
 
 
 class _Reader:
-    def __init__(self, data: bytes) -> None:
+    def __init__(self, data: bytes, shallow: int | None = None) -> None:
         self.data = data
         self.pos = 0
+        #: Containers nested this deep are skipped and read as empty ones of their kind
+        #: (for input Go's scanner already found valid; see :func:`_skip_container`).
+        self.shallow = shallow
+        self.depth = 0
 
     def _err(self, c: int, context: str) -> GoJSONSyntaxError:
         return GoJSONSyntaxError(f"invalid character {go_quote_char(c)} {context}")
@@ -88,10 +92,19 @@ class _Reader:
     def value(self) -> Any:
         self.skip_ws()
         c = self.peek()
+        if self.shallow is not None and self.depth >= self.shallow and c in b"{[":
+            self.pos = _skip_container(self.data, self.pos)
+            return GoObject(()) if c == ord("{") else []
         if c == ord("{"):
-            return self.obj()
+            self.depth += 1
+            result: Any = self.obj()
+            self.depth -= 1
+            return result
         if c == ord("["):
-            return self.arr()
+            self.depth += 1
+            result = self.arr()
+            self.depth -= 1
+            return result
         if c == ord('"'):
             return self.string()
         if c == ord("-") or ord("0") <= c <= ord("9"):
@@ -256,6 +269,39 @@ class _Reader:
                 self.pos += 1
                 return items
             raise self._err(c, "after array element")
+
+
+def _skip_container(data: bytes, pos: int) -> int:
+    """The position just past the object or array opening at ``pos`` of valid JSON, found
+    without recursion (strings are stepped over whole, escapes included)."""
+    depth = 0
+    end = len(data)
+    while pos < end:
+        c = data[pos]
+        if c == 0x22:  # '"'
+            pos += 1
+            while data[pos] != 0x22:
+                pos += 2 if data[pos] == 0x5C else 1
+        elif c in b"{[":
+            depth += 1
+        elif c in b"}]":
+            depth -= 1
+            if depth == 0:
+                return pos + 1
+        pos += 1
+    return pos
+
+
+def go_json_parse_shallow(data: bytes, depth: int) -> Any:
+    """:func:`go_json_parse` for a reader that looks only ``depth`` levels down: objects and
+    arrays below are read as empty ones of their kind (which is all a type error names).
+    Valid JSON nested past the recursion limit but within Go's 10,000 levels is read without
+    recursion; anything Go's scanner refuses (deeper, or invalid) raises its error."""
+    error = go_json_syntax_error(data)
+    if error is not None:
+        raise GoJSONSyntaxError(error)
+    reader = _Reader(data, shallow=depth)
+    return reader.value()
 
 
 def go_json_parse(data: bytes) -> Any:
@@ -431,13 +477,15 @@ def decode_continue(token: str, key_prefix: str) -> tuple[str, int]:
     except _Base64Error as exc:
         raise _fail(f"{_INVALID}: {exc}") from None
     try:
-        parsed = go_json_parse(data)
+        try:
+            parsed = go_json_parse(data)
+        except RecursionError:
+            # Nested deeper than this reader recurses: the token's fields are read at the
+            # top level only, so deeper containers are skipped (up to Go's 10,000 levels;
+            # beyond, the scanner's "exceeded max depth"), docs/hostile-input.md.
+            parsed = go_json_parse_shallow(data, 1)
     except GoJSONSyntaxError as exc:
         raise _fail(f"{_INVALID}: {exc}") from None
-    except RecursionError:
-        # Nested deeper than this parser goes: Go's scanner text past its own limit
-        # (encoding/json scanner.go, 10,000 levels), never a 500 (docs/hostile-input.md).
-        raise _fail(f"{_INVALID}: exceeded max depth") from None
 
     version = ""
     rv = 0
@@ -508,6 +556,7 @@ __all__ = [
     "go_decode_utf8",
     "go_fold_name",
     "go_json_parse",
+    "go_json_parse_shallow",
     "go_path_clean",
     "unmarshal_type_error",
 ]

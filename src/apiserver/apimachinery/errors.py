@@ -236,6 +236,16 @@ def invalid_error(
     return StatusError(422, "Invalid", message, details)
 
 
+def summarize_data(data: bytes, max_length: int = 30) -> str:
+    """``summarizeData`` (k8s.io/apiserver pkg/endpoints/handlers/rest.go), the tail of
+    ``transformDecodeError``'s message: a JSON object's first bytes as text, else hex."""
+    if not data:
+        return "<empty>"
+    head = data[:max_length]
+    text = head.decode("utf-8", "replace") if data[:1] == b"{" else head.hex()
+    return text + " ..." if len(data) > max_length else text
+
+
 def bad_request(message: str) -> StatusError:
     return StatusError(400, "BadRequest", message)
 

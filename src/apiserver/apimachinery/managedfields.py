@@ -30,7 +30,6 @@ Rules kept from kube:
 
 from __future__ import annotations
 
-import copy
 import functools
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -48,6 +47,7 @@ from apiserver.apimachinery.schema import (
     Untyped,
     go_normalize,
 )
+from apiserver.gocompat.jsonvalues import deep_copy
 from apiserver.gocompat.marshal import go_float, go_marshal
 from apiserver.gocompat.quote import go_quote
 
@@ -545,7 +545,7 @@ def merge_values(lhs: Any, rhs: Any, typ: Type) -> Any:
 
 def _merge(lhs: Any, rhs: Any, typ: Type) -> Any:
     def leaf() -> Any:
-        return copy.deepcopy(rhs if rhs is not _ABSENT else lhs)
+        return deep_copy(rhs if rhs is not _ABSENT else lhs)
 
     if isinstance(typ, Scalar | Untyped):
         return leaf()
@@ -934,7 +934,7 @@ def typed_object(obj: dict[str, Any] | None, schema: Type) -> dict[str, Any]:
 
     ``None`` (a create) stands for the empty object of the type, as kube uses ``New()``.
     """
-    source = copy.deepcopy(obj) if obj else {}
+    source = deep_copy(obj) if obj else {}
     meta = source.get("metadata")
     if isinstance(meta, dict):
         meta.pop("managedFields", None)

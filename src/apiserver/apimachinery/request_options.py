@@ -35,6 +35,7 @@ from apiserver.apimachinery.continue_token import (
     GoJSONSyntaxError,
     go_fold_name,
     go_json_parse,
+    go_json_parse_shallow,
     unmarshal_type_error,
 )
 from apiserver.apimachinery.errors import (
@@ -62,6 +63,7 @@ from apiserver.apimachinery.queryparams import (
 from apiserver.gocompat import yamlguard
 from apiserver.gocompat.intparse import go_parse_int64
 from apiserver.gocompat.jsonvalues import GoNumber, GoObject, go_json_kind
+from apiserver.gocompat.marshal import go_marshal
 
 META_GROUP = "meta.k8s.io"
 
@@ -389,6 +391,10 @@ _META_SCHEME = "k8s.io/apimachinery/pkg/apis/meta/internalversion/scheme/registe
 _TYPE_META = ("kind", "apiVersion")
 
 
+_DELETE_OPTIONS_DEPTH = 16
+"""Deeper than any DeleteOptions field (``preconditions.uid`` is two levels down)."""
+
+
 def _body_to_tree(body: bytes, content_type: str) -> Any:
     """The body as Go's JSON decoder sees it; YAML is first converted to JSON."""
     if content_type == "yaml":
@@ -397,11 +403,21 @@ def _body_to_tree(body: bytes, content_type: str) -> Any:
         except yaml.YAMLError as exc:
             raise _decode_failure(f"error converting YAML to JSON: yaml: {exc}") from None
         try:
-            body = json.dumps(loaded, separators=(",", ":"), default=str).encode()
+            try:
+                body = json.dumps(loaded, separators=(",", ":"), default=str).encode()
+            except RecursionError:
+                # Nested past json's recursion (go-yaml reads 10,000 levels).
+                body = go_marshal(loaded, sort_keys=False).encode()
         except (TypeError, ValueError) as exc:
             raise _decode_failure(f"error converting YAML to JSON: {exc}") from None
     try:
-        return go_json_parse(body)
+        try:
+            return go_json_parse(body)
+        except RecursionError:
+            # DeleteOptions' fields lie a few levels down; a deeper container counts only by
+            # its kind (a type error, or skipped under an unknown key), as Go reads up to
+            # 10,000 levels (docs/hostile-input.md).
+            return go_json_parse_shallow(body, _DELETE_OPTIONS_DEPTH)
     except GoJSONSyntaxError as exc:
         raise _decode_failure(f"couldn't get version/kind; json parse error: {exc}") from None
 

@@ -35,7 +35,7 @@ from apiserver.apimachinery.schema import (
     Untyped,
     format_path,
 )
-from apiserver.gocompat import yamlguard
+from apiserver.gocompat import deepjson, yamlguard
 from apiserver.gocompat.jsonscan import go_json_syntax_error
 from apiserver.gocompat.jsonvalues import Pairs
 from apiserver.gocompat.quote import go_quote
@@ -51,12 +51,17 @@ def loads_pairs(data: bytes) -> Any:
 
     Raises ``ValueError`` with Go's wording if ``data`` is not valid JSON.
     """
+    text = data.decode("utf-8", "replace")
     try:
-        return json.loads(data.decode("utf-8", "replace"), object_pairs_hook=Pairs)
+        return json.loads(text, object_pairs_hook=Pairs)
     except ValueError:
         # Only a body that does not parse pays for the Go-worded scan (a hot path otherwise).
         error = go_json_syntax_error(data)
         raise ValueError(error or "invalid JSON") from None
+    except RecursionError:
+        # Nested past what json's C scanner recurses to: read again without recursion, up to
+        # Go's own limit (docs/hostile-input.md); DeepJSONError is a ValueError with Go's text.
+        return deepjson.loads(text.encode(), pairs=True)
 
 
 # --- the strict walk ---------------------------------------------------------------------------
@@ -139,10 +144,75 @@ def _walk(
             _walk(item, typ.items, (*path, index), out, sort_keys)
 
 
+# A path as a chain of (parent, element) links: the deep walk below shares each prefix
+# instead of copying it at every level (a 10,000-level path copied per level is 50 million
+# elements).
+_Link = tuple[Any, PathElement] | None
+
+
+def _path_of(link: _Link) -> tuple[PathElement, ...]:
+    elements: list[PathElement] = []
+    while link is not None:
+        link, element = link
+        elements.append(element)
+    elements.reverse()
+    return tuple(elements)
+
+
+def _walk_deep(root: Any, root_type: Type, out: _Collector, sort_keys: bool) -> None:
+    """:func:`_walk` with an explicit stack, for values nested past the recursion limit.
+
+    Same visits in the same order: each container's members are laid out in document order
+    (a ``duplicate``/``unknown`` note, then the member's own walk) and pushed in reverse.
+    """
+    # Each entry: (value, type, path) to walk, or (None, "unknown"/"duplicate", path) to note.
+    work: list[tuple[Any, Type | str, _Link]] = [(root, root_type, None)]
+    while work:
+        value, entry, link = work.pop()
+        if isinstance(entry, str):
+            out.add(entry, _path_of(link))
+            continue
+        typ = entry
+        if isinstance(typ, Untyped) or (isinstance(typ, Scalar) and typ.kind != "any"):
+            continue
+        todo: list[tuple[Any, Type | str, _Link]] = []
+        if isinstance(typ, (Scalar, Struct, Map)):
+            members = _members(value, sort_keys)
+            if members is None:
+                if isinstance(typ, Scalar) and isinstance(value, list):
+                    todo = [(item, ANY, (link, index)) for index, item in enumerate(value)]
+                    work.extend(reversed(todo))
+                continue
+            seen: set[str] = set()
+            for key, item in members:
+                child = (link, key)
+                if isinstance(typ, Struct):
+                    field = typ.field(key)
+                    if field is None:
+                        todo.append((None, "unknown", child))
+                        continue
+                    item_type: Type = field.type
+                else:
+                    item_type = ANY if isinstance(typ, Scalar) else typ.values
+                if key in seen:
+                    todo.append((None, "duplicate", child))
+                seen.add(key)
+                todo.append((item, item_type, child))
+        elif isinstance(typ, List) and isinstance(value, list):
+            todo = [(item, typ.items, (link, index)) for index, item in enumerate(value)]
+        work.extend(reversed(todo))
+
+
 def strict_errors_in(value: Any, typ: Type, *, sort_keys: bool = False) -> list[str]:
     """Unknown and duplicate fields of an already decoded value (:class:`Pairs` or dicts)."""
     out = _Collector()
-    _walk(value, typ, (), out, sort_keys)
+    try:
+        _walk(value, typ, (), out, sort_keys)
+    except RecursionError:
+        # Nested past the recursion limit (an ``interface{}`` value of a patch, up to Go's
+        # 10,000 levels): the same walk again, iteratively; shallow values never come here.
+        out = _Collector()
+        _walk_deep(value, typ, out, sort_keys)
     return out.errors
 
 
@@ -180,33 +250,54 @@ def _go_key(node: yaml.Node, constructor: yaml.constructor.SafeConstructor) -> t
 
 
 def _yaml_duplicates(
-    node: yaml.Node, out: list[str], active: set[int], constructor: yaml.constructor.SafeConstructor
+    root: yaml.Node, out: list[str], active: set[int], constructor: yaml.constructor.SafeConstructor
 ) -> None:
-    if id(node) in active:
-        return
-    if isinstance(node, yaml.MappingNode):
-        active.add(id(node))
-        seen: set[tuple[str, str]] = set()
-        for key_node, value_node in node.value:
-            _yaml_duplicates(value_node, out, active, constructor)
-            if key_node.tag == _MERGE_TAG:
+    """Each mapping key given twice, in yaml.v2's order: a member's value is looked into
+    before its key is checked. An explicit stack (no recursion): a document may nest up to
+    go-yaml's 10,000 levels."""
+    # Entries: ("node", node, None, None), ("key", key node, value node, seen keys of its
+    # mapping) once the value is done, ("leave", node, None, None) when a collection is done.
+    work: list[tuple[str, Any, Any, Any]] = [("node", root, None, None)]
+    while work:
+        step, node, value_node, seen = work.pop()
+        if step == "leave":
+            active.discard(id(node))
+            continue
+        if step == "key":
+            if node.tag == _MERGE_TAG:
                 continue
-            key = _go_key(key_node, constructor)
+            key = _go_key(node, constructor)
             if key in seen:
                 line = value_node.start_mark.line + 1
                 out.append(f"line {line}: key {key[1]} already set in map")
             seen.add(key)
-        active.discard(id(node))
-    elif isinstance(node, yaml.SequenceNode):
-        active.add(id(node))
-        for item in node.value:
-            _yaml_duplicates(item, out, active, constructor)
-        active.discard(id(node))
+            continue
+        if id(node) in active:
+            continue
+        if isinstance(node, yaml.MappingNode):
+            active.add(id(node))
+            keys: set[tuple[str, str]] = set()
+            todo: list[tuple[str, Any, Any, Any]] = []
+            for key_node, member in node.value:
+                todo.append(("node", member, None, None))
+                todo.append(("key", key_node, member, keys))
+            todo.append(("leave", node, None, None))
+            work.extend(reversed(todo))
+        elif isinstance(node, yaml.SequenceNode):
+            active.add(id(node))
+            work.append(("leave", node, None, None))
+            work.extend(("node", item, None, None) for item in reversed(node.value))
+
+
+_PLAIN_DEPTH = 200
+"""How deep :func:`_yaml_plain` copies: further down a value can only sit in an unknown
+field, or in a field of the wrong type, of the served type (a few levels deep), where the
+strict walk never looks, so it is cut there (no recursion past the limit)."""
 
 
 def _yaml_plain(node: yaml.Node, depth: int = 0) -> Any:
     """A composed YAML node as sigs.k8s.io/yaml's JSON sees it (last duplicate key wins)."""
-    if depth > 1000:
+    if depth > _PLAIN_DEPTH:
         return None
     if isinstance(node, yaml.MappingNode):
         result: dict[str, Any] = {}

@@ -18,6 +18,10 @@ from apiserver.gocompat.quote import go_quote_char
 
 _SPACE = frozenset(b" \t\r\n")
 
+MAX_NESTING_DEPTH = 10000
+"""``maxNestingDepth`` (encoding/json scanner.go): one more open container is a syntax error,
+``invalid character '{' exceeded max depth``."""
+
 
 _DIGITS = frozenset(b"0123456789")
 
@@ -57,9 +61,13 @@ class _Scanner:
         if c == ord("{"):
             self.step = self.begin_string_or_empty
             self.stack.append(self.OBJECT_KEY)
+            if len(self.stack) > MAX_NESTING_DEPTH:
+                self.fail(c, "exceeded max depth")
         elif c == ord("["):
             self.step = self.begin_value_or_empty
             self.stack.append(self.ARRAY_VALUE)
+            if len(self.stack) > MAX_NESTING_DEPTH:
+                self.fail(c, "exceeded max depth")
         elif c == ord('"'):
             self.step = self.in_string
         elif c == ord("-"):
@@ -246,4 +254,4 @@ def go_json_syntax_error(data: bytes) -> str | None:
     return scanner.err or "unexpected end of JSON input"
 
 
-__all__ = ["go_json_syntax_error"]
+__all__ = ["MAX_NESTING_DEPTH", "go_json_syntax_error"]

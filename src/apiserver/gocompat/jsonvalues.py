@@ -9,6 +9,7 @@ is read per target type). :func:`go_json_kind` is the kind word of ``json.Unmars
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterator
 from typing import Any
 
@@ -58,11 +59,49 @@ class Pairs:
 
 def to_plain(value: Any) -> Any:
     """Turn :class:`Pairs` back into ordinary dicts (duplicates: last one wins)."""
-    if isinstance(value, Pairs):
-        return value.as_dict()
-    if isinstance(value, list):
-        return [to_plain(v) for v in value]
+    try:
+        if isinstance(value, Pairs):
+            return value.as_dict()
+        if isinstance(value, list):
+            return [to_plain(v) for v in value]
+    except RecursionError:
+        return rebuild(value)
     return value
+
+
+def deep_copy(value: Any) -> Any:
+    """``copy.deepcopy`` of a JSON value, also for one nested past the recursion limit."""
+    try:
+        return copy.deepcopy(value)
+    except RecursionError:
+        return rebuild(value)
+
+
+def rebuild(value: Any, *, drop_nulls: bool = False) -> Any:
+    """A fresh copy of a JSON value (dicts, lists, scalars; :class:`Pairs` become dicts, last
+    duplicate winning), made with an explicit stack: the fallback of the recursive helpers
+    for values nested past the recursion limit (Go reads up to 10,000 levels). With
+    ``drop_nulls``, ``null`` members and items go at every level (json-patch's
+    ``pruneNulls``)."""
+    holder: list[Any] = [None]
+    # Each entry: a value to copy, and the container and slot its copy goes into.
+    stack: list[tuple[Any, Any, Any]] = [(value, holder, 0)]
+    while stack:
+        item, into, slot = stack.pop()
+        if isinstance(item, Pairs):
+            item = dict(item.items)
+        if isinstance(item, dict):
+            members = {k: None for k, v in item.items() if not (drop_nulls and v is None)}
+            into[slot] = members
+            stack.extend((item[k], members, k) for k in members)
+        elif isinstance(item, list):
+            kept = [v for v in item if not (drop_nulls and v is None)]
+            copied: list[Any] = [None] * len(kept)
+            into[slot] = copied
+            stack.extend((v, copied, i) for i, v in enumerate(kept))
+        else:
+            into[slot] = item
+    return holder[0]
 
 
 def go_json_kind(value: Any) -> str:

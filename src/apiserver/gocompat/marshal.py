@@ -76,7 +76,60 @@ def go_float(value: float) -> str:
 
 
 def go_marshal(value: Any, *, sort_keys: bool = True) -> str:
-    """Compact JSON the way Go's ``json.Marshal`` writes it (sorted map keys, HTML escaped)."""
+    """Compact JSON the way Go's ``json.Marshal`` writes it (sorted map keys, HTML escaped).
+
+    A value nested past the recursion limit (Go writes up to its decoder's 10,000 levels)
+    is written again by :func:`_marshal_deep`, without recursion."""
+    try:
+        return _marshal(value, sort_keys)
+    except RecursionError:
+        return _marshal_deep(value, sort_keys)
+
+
+def _marshal_deep(value: Any, sort_keys: bool) -> str:
+    """:func:`go_marshal` with an explicit stack of pieces still to write."""
+    out: list[str] = []
+    # Each entry: a value to write, or a str written as is (punctuation, keys).
+    stack: list[Any] = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, _Text):
+            out.append(item.text)
+            continue
+        if isinstance(item, Pairs):
+            item = item.as_dict()
+        if isinstance(item, dict):
+            keys = sorted(item, key=lambda k: k.encode("utf-8")) if sort_keys else list(item)
+            todo: list[Any] = [_Text("{")]
+            for index, key in enumerate(keys):
+                prefix = "," if index else ""
+                todo.append(_Text(prefix + go_json_string(key) + ":"))
+                todo.append(item[key])
+            todo.append(_Text("}"))
+            stack.extend(reversed(todo))
+        elif isinstance(item, list | tuple):
+            todo = [_Text("[")]
+            for index, element in enumerate(item):
+                if index:
+                    todo.append(_Text(","))
+                todo.append(element)
+            todo.append(_Text("]"))
+            stack.extend(reversed(todo))
+        else:
+            out.append(_marshal(item, sort_keys))
+    return "".join(out)
+
+
+class _Text:
+    """Output written as is by :func:`_marshal_deep` (never a JSON value)."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+
+def _marshal(value: Any, sort_keys: bool) -> str:
     if value is None:
         return "null"
     if value is True:
@@ -93,12 +146,10 @@ def go_marshal(value: Any, *, sort_keys: bool = True) -> str:
         value = value.as_dict()
     if isinstance(value, dict):
         keys = sorted(value, key=lambda k: k.encode("utf-8")) if sort_keys else list(value)
-        inner = ",".join(
-            go_json_string(k) + ":" + go_marshal(value[k], sort_keys=sort_keys) for k in keys
-        )
+        inner = ",".join(go_json_string(k) + ":" + _marshal(value[k], sort_keys) for k in keys)
         return "{" + inner + "}"
     if isinstance(value, list | tuple):
-        return "[" + ",".join(go_marshal(v, sort_keys=sort_keys) for v in value) + "]"
+        return "[" + ",".join(_marshal(v, sort_keys) for v in value) + "]"
     raise TypeError(f"json: unsupported type: {type(value).__name__}")
 
 

@@ -211,11 +211,26 @@ def test_round_trip(key: str, rv: int) -> None:
     assert decode_continue(tok, PREFIX) == (PREFIX + key + "\0", rv)
 
 
-@pytest.mark.parametrize("depth", [1000, 20000])
-def test_deeply_nested_token_is_a_token_error_not_a_crash(depth: int) -> None:
-    """Issue 17: a forged token nested deeper than the parser goes is refused like any other
-    bad token (400), with Go's scanner text past its limit."""
+@pytest.mark.parametrize("depth", [999, 1025, 5000, 9999])
+def test_deeply_nested_token_reads_as_go_reads_it(depth: int) -> None:
+    """Issue 17: a token nested up to Go's 10,000 levels is decoded, here to the type error
+    of its ``start`` (encoding/json reads the whole value before naming its kind)."""
     raw = b'{"v":"meta.k8s.io/v1","rv":1,"start":' + b'{"a":' * depth + b"1" + b"}" * depth + b"}"
     assert error_of(token(raw)) == (
-        "invalid continue token: continue key is not valid: exceeded max depth"
+        "invalid continue token: continue key is not valid: json: cannot unmarshal object "
+        "into Go struct field continueToken.start of type string"
+    )
+    # A deep value under a key Go does not know is skipped: the token is good.
+    raw = b'{"v":"meta.k8s.io/v1","rv":7,"x":' + b"[" * depth + b"]" * depth + b',"start":"a"}'
+    assert decode_continue(token(raw), PREFIX) == (PREFIX + "a", 7)
+
+
+@pytest.mark.parametrize("depth", [10000, 20000])
+def test_token_nested_past_10000_levels_is_gos_scanner_error(depth: int) -> None:
+    """Past ``maxNestingDepth`` (10,000 containers in all, the token's own object one of
+    them): Go's scanner text."""
+    raw = b'{"v":"meta.k8s.io/v1","rv":1,"start":' + b'{"a":' * depth + b"1" + b"}" * depth + b"}"
+    assert error_of(token(raw)) == (
+        "invalid continue token: continue key is not valid: invalid character '{' exceeded "
+        "max depth"
     )

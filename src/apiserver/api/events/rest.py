@@ -50,7 +50,7 @@ from apiserver.apimachinery.managedfields import update_managed_fields
 from apiserver.apimachinery.meta_time import format_seconds
 from apiserver.apimachinery.names import generate_name
 from apiserver.apimachinery.uid import new_uuid
-from apiserver.gocompat import yamlguard
+from apiserver.gocompat import deepjson, yamlguard
 from apiserver.http.app import STREAMING, RequestInfo, header_value
 from apiserver.http.coalesce import WriteCoalescer
 from apiserver.http.request import HTTPRequest
@@ -1121,18 +1121,29 @@ def decode_document(raw: bytes, fmt: str, kind: str = KIND) -> Obj:
     if fmt == "yaml":
         try:
             value = yamlguard.load(raw) if raw.strip() else None
+        except yamlguard.JSONDepthError as error:
+            # The JSON of the YAML nests past encoding/json's limit: meta.Interpret's error.
+            raise _unrecognized(
+                f"couldn't get version/kind; json parse error: {error}", raw, kind
+            ) from None
         except yamlguard.YAMLBoundError as error:
             # go-yaml's own words: "yaml: document contains excessive aliasing".
-            raise errors.bad_request(f"error converting YAML to JSON: yaml: {error}") from None
+            text = f"error converting YAML to JSON: yaml: {error}"
+            if str(error).endswith(yamlguard.DEPTH_TEXT):
+                # Nested past go-yaml's 10,000 levels: transformDecodeError's whole answer.
+                raise _unrecognized(text, raw, kind) from None
+            raise errors.bad_request(text) from None
         except yaml.YAMLError as error:
             raise errors.bad_request(f"error converting YAML to JSON: {error}") from None
     else:
         try:
             value = orjson.loads(raw) if raw.strip() else None
         except orjson.JSONDecodeError as error:
-            raise errors.bad_request(
-                f"couldn't get version/kind; json parse error: {error}"
-            ) from None
+            if not str(error).startswith("depth limit exceeded"):
+                raise errors.bad_request(
+                    f"couldn't get version/kind; json parse error: {error}"
+                ) from None
+            value = _decode_deep(raw, kind)
     if value is None:
         raise errors.bad_request(
             "Object 'Kind' is missing in '" + raw.decode("utf-8", "replace") + "'"
@@ -1143,6 +1154,29 @@ def decode_document(raw: bytes, fmt: str, kind: str = KIND) -> Obj:
             f"unmarshal {type(value).__name__} into Go value of type v1.{kind}"
         )
     return value
+
+
+def _decode_deep(raw: bytes, kind: str) -> Any:
+    """A JSON body nested past orjson's 1,024 levels, read as Go reads it up to its 10,000
+    (:mod:`apiserver.gocompat.deepjson`). Past that, or invalid, the answer is
+    ``transformDecodeError``'s for a body whose kind could not be read (k8s.io/apiserver
+    pkg/endpoints/handlers/rest.go): ``meta.Interpret``'s ``encoding/json`` error with a
+    summary of the body."""
+    try:
+        return deepjson.loads(raw)
+    except deepjson.DeepJSONError as error:
+        raise _unrecognized(
+            f"couldn't get version/kind; json parse error: {error}", raw, kind
+        ) from None
+
+
+def _unrecognized(error: str, raw: bytes, kind: str) -> errors.StatusError:
+    """``transformDecodeError`` for a body whose kind could not be read (k8s.io/apiserver
+    pkg/endpoints/handlers/rest.go)."""
+    return errors.bad_request(
+        f"the object provided is unrecognized (must be of type {kind}): {error} "
+        f"({errors.summarize_data(raw)})"
+    )
 
 
 def _canonical_meta(obj: Obj) -> None:

@@ -15,6 +15,7 @@ patch handler does for one request:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from apiserver.apimachinery.errors import FieldError, StatusError, invalid
@@ -161,11 +162,11 @@ class Patcher:
                 return str(meta["uid"])
         return ""
 
-    def _check_strict(self, problems: list[str], value_text: str) -> None:
+    def _check_strict(self, problems: list[str], value_text: Callable[[], str]) -> None:
         if not problems or not self.strict:
             return
         if self.validation == "Strict":
-            raise patch_strict_error(value_text, problems)
+            raise patch_strict_error(value_text(), problems)
         self.warnings.extend(problems)
 
     def apply(self, current: dict[str, Any] | None, now: str) -> dict[str, Any]:
@@ -192,21 +193,24 @@ class Patcher:
                     self.warnings.append(problem)
             return result
         base = current or {}
+        consumed: Any = None
         if self.patch_type == "json":
             patched = apply_json_patch(base, decoded)
-            text = ""
         elif self.patch_type == "merge":
             patched = merge_patch(base, decoded)
-            text = ""
         else:
             patched, consumed = strategic_merge_patch(base, decoded, self.schema)
-            text = go_sprint(consumed)
         if not isinstance(patched, dict):
             raise patch_decode_error(go_marshal(patched), go_json_kind(patched))
         patched_dict: dict[str, Any] = patched
         if self.strict:
             problems = list(self._body_problems) + find_unknown_fields(patched, self.schema)
-            self._check_strict(problems, text or go_marshal(patched))
+            # The value kube prints: the strategic patch as the merge left it, else the
+            # patched object (written only when a Strict refusal needs it).
+            self._check_strict(
+                problems,
+                lambda: go_sprint(consumed) if consumed is not None else go_marshal(patched),
+            )
         if self.track_managed_fields:
             entries = update_managed_fields(
                 current,

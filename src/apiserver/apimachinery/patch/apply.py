@@ -26,7 +26,6 @@ The strict check of the YAML itself (duplicate keys) runs after the apply, as in
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 import yaml
@@ -59,7 +58,7 @@ from apiserver.apimachinery.managedfields import (
 from apiserver.apimachinery.schema import Type
 from apiserver.apimachinery.strict import yaml_duplicate_key_error
 from apiserver.gocompat import yamlguard
-from apiserver.gocompat.jsonvalues import go_json_kind
+from apiserver.gocompat.jsonvalues import deep_copy, go_json_kind
 
 # --- decoding ---------------------------------------------------------------------------------
 
@@ -76,22 +75,52 @@ _Loader.yaml_implicit_resolvers = {
 }
 
 
+def _json_key(key: Any) -> str:
+    if isinstance(key, bool):
+        return "true" if key else "false"
+    if key is None:
+        return "null"
+    return str(key)
+
+
 def _jsonable(value: Any) -> Any:
-    """YAML values as ``sigs.k8s.io/yaml`` turns them into JSON (keys become strings)."""
+    """YAML values as ``sigs.k8s.io/yaml`` turns them into JSON (keys become strings);
+    values nested past the recursion limit (go-yaml reads 10,000 levels) are converted
+    again by :func:`_jsonable_deep`."""
+    try:
+        return _jsonable_shallow(value)
+    except RecursionError:
+        return _jsonable_deep(value)
+
+
+def _jsonable_shallow(value: Any) -> Any:
     if isinstance(value, dict):
-        out: dict[str, Any] = {}
-        for key, item in value.items():
-            if isinstance(key, bool):
-                key = "true" if key else "false"
-            elif key is None:
-                key = "null"
-            out[str(key)] = _jsonable(item)
-        return out
+        return {_json_key(key): _jsonable_shallow(item) for key, item in value.items()}
     if isinstance(value, list):
-        return [_jsonable(v) for v in value]
+        return [_jsonable_shallow(v) for v in value]
     if isinstance(value, bytes):
         return value.decode("latin-1")
     return value
+
+
+def _jsonable_deep(value: Any) -> Any:
+    holder: list[Any] = [None]
+    # Each entry: a value to convert, and the container and slot its result goes into.
+    stack: list[tuple[Any, Any, Any]] = [(value, holder, 0)]
+    while stack:
+        item, into, slot = stack.pop()
+        if isinstance(item, dict):
+            members = {_json_key(key): member for key, member in item.items()}
+            out: dict[str, Any] = dict.fromkeys(members)
+            into[slot] = out
+            stack.extend((member, out, key) for key, member in members.items())
+        elif isinstance(item, list):
+            copied: list[Any] = [None] * len(item)
+            into[slot] = copied
+            stack.extend((v, copied, i) for i, v in enumerate(item))
+        else:
+            into[slot] = item.decode("latin-1") if isinstance(item, bytes) else item
+    return holder[0]
 
 
 def decode_apply_patch(raw: bytes) -> dict[str, Any] | None:
@@ -102,6 +131,11 @@ def decode_apply_patch(raw: bytes) -> dict[str, Any] | None:
     try:
         documents = yamlguard.load_all(raw, _Loader)
         value = next(iter(documents), None)
+    except yamlguard.JSONDepthError as error:
+        # sigs.k8s.io/yaml's Unmarshal: the JSON it made nests past encoding/json's limit.
+        raise bad_request(
+            f"error decoding YAML: error unmarshaling JSON: while decoding JSON: {error}"
+        ) from None
     except yaml.MarkedYAMLError as error:
         mark = error.problem_mark or error.context_mark
         line = f"line {mark.line + 1}: " if mark is not None else ""
@@ -281,7 +315,7 @@ def apply(
     cap_update_managers(managers)
     encoded = encode_managed_fields(managers)
 
-    result = merged if (changed or live is None) else copy.deepcopy(live)
+    result = merged if (changed or live is None) else deep_copy(live)
     metadata = result.get("metadata")
     if not isinstance(metadata, dict):
         metadata = result["metadata"] = {}

@@ -28,7 +28,6 @@ differ, but ``"a"`` and ``"\\u0061"`` are equal here. Written here rather than t
 
 from __future__ import annotations
 
-import copy
 import re
 from typing import Any
 
@@ -36,7 +35,7 @@ from apiserver.apimachinery.errors import StatusError, bad_request
 from apiserver.apimachinery.schema import STRING, Field, List, Struct
 from apiserver.apimachinery.strict import ANY, loads_pairs, strict_errors_in
 from apiserver.gocompat.jsonscan import go_json_syntax_error
-from apiserver.gocompat.jsonvalues import Pairs, go_json_kind, to_plain
+from apiserver.gocompat.jsonvalues import Pairs, deep_copy, go_json_kind, to_plain
 
 MAX_OPERATIONS = 10000
 
@@ -246,7 +245,7 @@ def _path(operation: dict[str, Any], name: str) -> str:
 def _apply_one(holder: list[Any], operation: dict[str, Any]) -> None:
     op = operation.get("op")
     kind = op if isinstance(op, str) else "unknown"
-    value = copy.deepcopy(operation.get("value"))
+    value = deep_copy(operation.get("value"))
     if kind == "add":
         path = _path(operation, "path")
         found = _find(holder[0], path)
@@ -294,7 +293,7 @@ def _apply_one(holder: list[Any], operation: dict[str, Any]) -> None:
             raise JSONPatchError(
                 f"copy operation does not apply: doc is missing from path: {source}"
             )
-        copied = copy.deepcopy(_get(found[0], found[1]))
+        copied = deep_copy(_get(found[0], found[1]))
         path = _path(operation, "path")
         target = _find(holder[0], path)
         if target is None:
@@ -324,7 +323,7 @@ def _apply_one(holder: list[Any], operation: dict[str, Any]) -> None:
 
 def apply_json_patch(document: Any, operations: list[dict[str, Any]]) -> Any:
     """Apply decoded operations to a copy of ``document``; 422 if one of them fails."""
-    holder = [copy.deepcopy(document)]
+    holder = [deep_copy(document)]
     for operation in operations:
         try:
             _apply_one(holder, operation)

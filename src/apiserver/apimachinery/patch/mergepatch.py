@@ -19,31 +19,40 @@ PyPI keep ``null`` items in arrays and accept scalar patches.
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 from apiserver.apimachinery.errors import bad_request
 from apiserver.apimachinery.strict import ANY, loads_pairs, strict_errors_in
 from apiserver.gocompat.jsonscan import go_json_syntax_error
-from apiserver.gocompat.jsonvalues import go_json_kind, to_plain
+from apiserver.gocompat.jsonvalues import deep_copy, go_json_kind, rebuild, to_plain
 
 BAD_PATCH = "Invalid JSON Patch"
 
 
-def prune_nulls(value: Any) -> Any:
-    """``pruneNulls``: drop ``null`` members of objects and ``null`` items of arrays."""
+def _prune(value: Any) -> Any:
     if isinstance(value, dict):
-        return {k: prune_nulls(v) for k, v in value.items() if v is not None}
+        return {k: _prune(v) for k, v in value.items() if v is not None}
     if isinstance(value, list):
-        return [prune_nulls(v) for v in value if v is not None]
+        return [_prune(v) for v in value if v is not None]
     return value
+
+
+def prune_nulls(value: Any) -> Any:
+    """``pruneNulls``: drop ``null`` members of objects and ``null`` items of arrays.
+
+    Values nested past the recursion limit (Go merges up to its decoder's 10,000 levels)
+    are pruned again with an explicit stack (docs/hostile-input.md)."""
+    try:
+        return _prune(value)
+    except RecursionError:
+        return rebuild(value, drop_nulls=True)
 
 
 def _merge(current: Any, patch: Any) -> Any:
     if not isinstance(current, dict):
         return prune_nulls(patch)
     if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
+        return deep_copy(patch)
     _merge_docs(current, patch)
     return current
 
@@ -66,7 +75,7 @@ def merge_patch(document: Any, patch: Any) -> Any:
         raise bad_request(BAD_PATCH)
     if not isinstance(document, dict):
         return prune_nulls(patch)
-    result = copy.deepcopy(document)
+    result = deep_copy(document)
     _merge_docs(result, patch)
     return result
 

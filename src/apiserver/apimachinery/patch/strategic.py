@@ -27,7 +27,6 @@ reason, as kube-apiserver answers errors that are not API statuses
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable
 from typing import Any
 
@@ -36,7 +35,7 @@ from apiserver.apimachinery.patch.jsonpatch import rejected
 from apiserver.apimachinery.schema import List, Map, Struct, Type
 from apiserver.apimachinery.strict import ANY, loads_pairs, strict_errors_in
 from apiserver.gocompat.jsonscan import go_json_syntax_error
-from apiserver.gocompat.jsonvalues import go_json_kind, to_plain
+from apiserver.gocompat.jsonvalues import deep_copy, go_json_kind, to_plain
 
 DIRECTIVE = "$patch"
 RETAIN_KEYS = "$retainKeys"
@@ -106,7 +105,43 @@ def _go_g(value: float) -> str:
 
 
 def go_sprint(value: Any) -> str:
-    """Go's ``fmt.Sprintf("%v", value)`` for decoded JSON (maps print sorted, as fmt does)."""
+    """Go's ``fmt.Sprintf("%v", value)`` for decoded JSON (maps print sorted, as fmt does);
+    a value nested past the recursion limit is printed without recursion."""
+    try:
+        return _sprint(value)
+    except RecursionError:
+        return _sprint_deep(value)
+
+
+def _sprint_deep(value: Any) -> str:
+    out: list[str] = []
+    # Each entry: a value to print, or (text,) printed as is.
+    stack: list[Any] = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, tuple):
+            out.append(item[0])
+        elif isinstance(item, dict):
+            todo: list[Any] = [("map[",)]
+            for index, key in enumerate(sorted(item, key=lambda k: k.encode("utf-8"))):
+                todo.append((f"{' ' if index else ''}{key}:",))
+                todo.append(item[key])
+            todo.append(("]",))
+            stack.extend(reversed(todo))
+        elif isinstance(item, list):
+            todo = [("[",)]
+            for index, element in enumerate(item):
+                if index:
+                    todo.append((" ",))
+                todo.append(element)
+            todo.append(("]",))
+            stack.extend(reversed(todo))
+        else:
+            out.append(_sprint(item))
+    return "".join(out)
+
+
+def _sprint(value: Any) -> str:
     if value is None:
         return "<nil>"
     if isinstance(value, bool):
@@ -119,9 +154,9 @@ def go_sprint(value: Any) -> str:
         return str(value)
     if isinstance(value, dict):
         keys = sorted(value, key=lambda k: k.encode("utf-8"))
-        return "map[" + " ".join(f"{k}:{go_sprint(value[k])}" for k in keys) + "]"
+        return "map[" + " ".join(f"{k}:{_sprint(value[k])}" for k in keys) + "]"
     if isinstance(value, list):
-        return "[" + " ".join(go_sprint(v) for v in value) + "]"
+        return "[" + " ".join(_sprint(v) for v in value) + "]"
     return str(value)
 
 
@@ -455,14 +490,36 @@ def _deduplicate_scalars(items: list[Any]) -> list[Any]:
 
 
 def _discard_nulls(value: Any) -> None:
+    """Drop ``null`` members of every map in ``value``, in place (``mergeMap``'s
+    ``discardNullValuesFromPatch``); values nested past the recursion limit (Go merges up
+    to its decoder's 10,000 levels) go through :func:`_discard_nulls_deep`."""
+    try:
+        _discard_nulls_shallow(value)
+    except RecursionError:
+        _discard_nulls_deep(value)
+
+
+def _discard_nulls_shallow(value: Any) -> None:
     if isinstance(value, dict):
         for key in [k for k, v in value.items() if v is None]:
             del value[key]
         for item in value.values():
-            _discard_nulls(item)
+            _discard_nulls_shallow(item)
     elif isinstance(value, list):
         for item in value:
-            _discard_nulls(item)
+            _discard_nulls_shallow(item)
+
+
+def _discard_nulls_deep(value: Any) -> None:
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            for key in [k for k, v in item.items() if v is None]:
+                del item[key]
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
 
 
 def _merge_map(
@@ -726,9 +783,9 @@ def strategic_merge_patch(
     strict-decoding failure, after the merge consumed its directives. Raises
     :class:`StatusError` as kube-apiserver answers.
     """
-    work = copy.deepcopy(patch) if patch is not None else {}
+    work = deep_copy(patch) if patch is not None else {}
     try:
-        result = _merge_map(copy.deepcopy(original), work, schema)
+        result = _merge_map(deep_copy(original), work, schema)
     except SMPError as error:
         raise to_status(error) from error
-    return copy.deepcopy(result), work
+    return deep_copy(result), work
