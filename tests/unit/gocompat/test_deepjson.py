@@ -51,6 +51,18 @@ def test_reads_up_to_gos_limit(depth: int) -> None:
     assert depth_of(deepjson.loads(nested(depth), pairs=True)) == depth
 
 
+def test_a_large_input_is_refused_before_it_is_read() -> None:
+    """A big body inside deep nesting would hold the reactor: over MAX_INPUT_BYTES it is
+    refused with the max-depth text (a deliberate difference from Go, which reads it)."""
+    filler = b"1," * (deepjson.MAX_INPUT_BYTES // 2)
+    with pytest.raises(deepjson.DeepJSONError) as caught:
+        deepjson.loads(b"[" * 1100 + filler + b"1" + b"]" * 1100)
+    assert str(caught.value) == "invalid character '[' exceeded max depth"
+    # The same document under the bound is read.
+    small = b"[" * 1100 + b"1," * 1000 + b"1" + b"]" * 1100
+    assert depth_of(deepjson.loads(small)) == 1100
+
+
 @pytest.mark.parametrize("depth", [10001, 30000])
 def test_past_gos_limit_is_its_scanner_error(depth: int) -> None:
     with pytest.raises(deepjson.DeepJSONError) as caught:
