@@ -255,7 +255,7 @@ def render_man() -> str:
             "certificate if one is needed, then starts N copies of itself, each listening on "
             "--secure-port with SO_REUSEPORT, and restarts one that dies (with a growing "
             "delay when it keeps dying). Health, metrics and /debug describe the worker that "
-            "answers; /metrics carries apiserver_worker_info{worker=\"i\"}. With the embedded "
+            'answers; /metrics carries apiserver_worker_info{worker="i"}. With the embedded '
             "store every worker writes the one SQLite file; worker 0 alone runs the TTL "
             "sweeper and the compactor, and a worker's watch cache follows the writes of the "
             "others in revision order. With --debug-socket-path worker i listens on that "

@@ -1310,3 +1310,13 @@ def _lock(path: str, shared: bool = False) -> int:
             f"{path} is in use by another process (lock {path}.lock is held)"
         ) from None
     return fd
+
+
+def take_lock(path: str, shared: bool = False) -> int:
+    """:func:`_lock` for the supervisor of ``--workers``, which checks the file is free
+    before its workers open it; release with :func:`release_lock`."""
+    return _lock(path, shared=shared)
+
+
+def release_lock(fd: int) -> None:
+    os.close(fd)
