@@ -108,6 +108,8 @@ def test_a_watch_on_one_worker_sees_every_write_through_the_others_in_order(
     names = [f"e{i:03d}" for i in range(60)]
     for name in names:  # one connection each: the kernel spreads them over the workers
         assert post(daemon, name, ns) == 201
+        # read-your-writes whichever worker answers the read
+        assert daemon.get(EVENTS.format(ns=ns) + "/" + name)[0] == 200
     seen: list[str] = []
     versions = []
     while len(seen) < len(names):

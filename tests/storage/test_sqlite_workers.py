@@ -72,8 +72,11 @@ async def test_revisions_are_global_and_increasing(
     assert revisions == list(range(revisions[0], revisions[0] + 20))
     assert await a.current_revision() == revisions[-1]
     assert await b.current_revision() == revisions[-1]
+    # the shared counter: each worker knows the newest commit of the other at once
+    kv = await b.create(b"/k/last", b"v")
+    assert a.committed_revision() == kv.mod_revision == b.committed_revision()
     listed = await a.range(b"/k/")
-    assert len(listed.kvs) == 20
+    assert len(listed.kvs) == 21
 
 
 @pytest_twisted.ensureDeferred

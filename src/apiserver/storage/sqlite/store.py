@@ -66,7 +66,7 @@ from apiserver.storage.interface import (
 )
 from apiserver.storage.periodic import PeriodicRunner
 from apiserver.storage.sqlite import schema
-from apiserver.storage.sqlite.feed import ChangeFeed
+from apiserver.storage.sqlite.feed import ChangeFeed, SharedRevision
 
 __all__ = ["SqliteStore", "prefix_end"]
 
@@ -508,10 +508,6 @@ def _read_tail(
     return _events(rows), rev, compact_rev, last
 
 
-def _read_revision(conn: sqlite3.Connection) -> int:
-    return schema.read_revisions(conn)[0]
-
-
 def _events(rows: Sequence[Any]) -> list[WatchEvent]:
     """Watch events of log rows (with their predecessor's value and lease joined)."""
     events: list[WatchEvent] = []
@@ -638,9 +634,11 @@ class SqliteStore:
     increasing. Watches follow the log itself (``_tail``: every row after the last
     dispatched revision, in order, so no gap), woken by the committing sibling's datagram
     (:mod:`apiserver.storage.sqlite.feed`) and every ``TAIL_INTERVAL`` seconds; a writer is
-    answered once its revision was dispatched here. ``committed_revision`` is not declared
-    and :meth:`current_revision` reads the file, as with etcd. Nothing of this runs with one
-    worker.
+    answered once its revision was dispatched here. :meth:`committed_revision` and
+    :meth:`current_revision` read the file's newest committed revision from a counter the
+    writers share (:class:`~apiserver.storage.sqlite.feed.SharedRevision`), so the watch
+    cache answers from memory once it has caught up, and reads the file while it has not.
+    Nothing of this runs with one worker.
     """
 
     capabilities = StoreCapabilities(committed_revision=True)
@@ -667,9 +665,8 @@ class SqliteStore:
         if self._shared:
             assert worker is not None
             self._feed = ChangeFeed(path, worker[0], worker[1], reactor)
-            # Other processes commit too: no revision known here is the newest, so the watch
-            # cache asks the file (current_revision) before serving a consistent read.
-            self.capabilities = StoreCapabilities()
+        #: The file's newest committed revision, shared by the workers (opened at start).
+        self._shared_rev: SharedRevision | None = None
         self._tail_loop: LoopingCall | None = None
         self._tailing = False
         self._tail_again = False
@@ -790,6 +787,9 @@ class SqliteStore:
             conns, self._reader_conns = self._reader_conns, []
         for conn in conns:
             conn.close()
+        if self._shared_rev is not None:
+            self._shared_rev.close()
+            self._shared_rev = None
         self._state = "stopped"
         assert self._stopped is not None
         self._stopped.callback(None)
@@ -807,6 +807,14 @@ class SqliteStore:
                     self._path + ".write-lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600
                 )
             conn, rev, compact_rev = schema.open_writer(self._path)
+            if shared:
+                shared_rev = SharedRevision(self._path)
+                fcntl.flock(write_fd, fcntl.LOCK_EX)
+                try:
+                    shared_rev.advance(schema.read_revisions(conn)[0])
+                finally:
+                    fcntl.flock(write_fd, fcntl.LOCK_UN)
+                self._shared_rev = shared_rev
         except BaseException:
             for fd in (lock_fd, write_fd):
                 if fd >= 0:
@@ -841,6 +849,8 @@ class SqliteStore:
                         fcntl.flock(write_fd, fcntl.LOCK_EX)
                         try:
                             events = self._run(writer, batch)
+                            if self._shared_rev is not None:
+                                self._shared_rev.advance(writer.rev)
                         finally:
                             fcntl.flock(write_fd, fcntl.LOCK_UN)
                         if events and feed is not None:
@@ -883,8 +893,14 @@ class SqliteStore:
 
         Synchronous on purpose: the watch cache compares it with its own revision to know it
         is current, and then answers reads from memory (kube-apiserver's consistent reads
-        from the cache, with this store's revision in place of etcd's).
+        from the cache, with this store's revision in place of etcd's). With several workers
+        it is the file's newest committed revision (:class:`SharedRevision`), which this
+        worker's watches may not have reached yet: the cache compares, and reads the store
+        while it is behind.
         """
+        shared_rev = self._shared_rev
+        if shared_rev is not None:
+            return shared_rev.get()
         return self._rev
 
     def _writer_died(self) -> None:
@@ -1052,9 +1068,10 @@ class SqliteStore:
     def current_revision(self) -> Deferred[int]:
         if self._state != "running":
             return defer.fail(UnavailableError(f"store is {self._state}"))
-        if self._shared:
-            # Siblings commit too: the file knows the newest revision (etcd's header revision).
-            return self._read(_read_revision)
+        shared_rev = self._shared_rev
+        if shared_rev is not None:
+            # Siblings commit too: the shared counter has the newest (etcd's header revision).
+            return defer.succeed(shared_rev.get())
         return defer.succeed(self._rev)
 
     def get(self, key: bytes, revision: int = 0) -> Deferred[KeyValue]:
