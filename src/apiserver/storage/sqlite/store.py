@@ -731,6 +731,8 @@ class SqliteStore:
         self._compactor_seen = rev
         for runner in self._runners:
             runner.start()
+        if self._shared_rev is not None:
+            self.committed_revision = self._shared_rev.get  # type: ignore[method-assign]
         if self._feed is not None:
             self._feed.start(self._tail)
             self._tail_loop = LoopingCall(self._tail)
@@ -788,6 +790,7 @@ class SqliteStore:
         for conn in conns:
             conn.close()
         if self._shared_rev is not None:
+            self.__dict__.pop("committed_revision", None)
             self._shared_rev.close()
             self._shared_rev = None
         self._state = "stopped"
@@ -894,13 +897,11 @@ class SqliteStore:
         Synchronous on purpose: the watch cache compares it with its own revision to know it
         is current, and then answers reads from memory (kube-apiserver's consistent reads
         from the cache, with this store's revision in place of etcd's). With several workers
-        it is the file's newest committed revision (:class:`SharedRevision`), which this
-        worker's watches may not have reached yet: the cache compares, and reads the store
-        while it is behind.
+        it is the file's newest committed revision (:class:`SharedRevision`; :meth:`_opened`
+        binds its ``get`` in place of this method, so one worker pays nothing for it), which
+        this worker's watches may not have reached yet: the cache compares, and reads the
+        store while it is behind.
         """
-        shared_rev = self._shared_rev
-        if shared_rev is not None:
-            return shared_rev.get()
         return self._rev
 
     def _writer_died(self) -> None:
