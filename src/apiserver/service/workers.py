@@ -88,10 +88,15 @@ def worker_process_argv(plugin_argv: Sequence[str], twistd: Mapping[str, Any]) -
     parent is the process the operator manages) with the parent's log and reactor choices
     and the plugin's arguments unchanged."""
     argv = [sys.executable, "-c", _TWISTD, "--nodaemon", "--pidfile="]
-    for name in ("logfile", "logger", "reactor"):
+    for name in ("logfile", "logger", "reactor", "prefix"):
         value = twistd.get(name)
         if value:
             argv.append(f"--{name}={value}")
+    if twistd.get("syslog"):
+        argv.append("--syslog")
+    elif not twistd.get("logfile") and twistd and not twistd.get("nodaemon"):
+        # A daemonized twistd logs to twistd.log; its workers write there too.
+        argv.append("--logfile=twistd.log")
     return [*argv, "apiserver", *plugin_argv]
 
 

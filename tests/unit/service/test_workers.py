@@ -188,6 +188,9 @@ def test_worker_command_line_and_environment() -> None:
     reactor = Reactor()
     spawn = process_spawner(reactor, argv, {"NOTIFY_SOCKET": "@x", "HOME": "/h"}, 2)
     assert spawn(1, ProcessProtocol()) == "transport"
+    daemon = worker_process_argv([], {"nodaemon": False, "logfile": None, "syslog": False})
+    assert "--logfile=twistd.log" in daemon
+    assert "--syslog" in worker_process_argv([], {"syslog": True, "prefix": "api"})
     exe, args, env = Reactor.calls[0]
     assert exe == sys.executable and args == argv
     assert "NOTIFY_SOCKET" not in env and env["HOME"] == "/h"
