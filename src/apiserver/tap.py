@@ -70,17 +70,22 @@ def _supervisor(options: ApiserverOptions, reactor: Any) -> IService:
     any worker starts (``apiserver.service.workers``)."""
     from apiserver.service.signals import install_supervisor_signal_handlers
     from apiserver.service.workers import Supervisor, process_spawner, worker_process_argv
+    from apiserver.service.workers_notify import notify_relay
     from apiserver.workers import prepare_shared_state
 
     config = options.config
     prepare_shared_state(config)
     count = config.worker_count
     argv = worker_process_argv(options.argv, getattr(options, "parent", None) or {})
+    relay = notify_relay(os.environ, count, reactor)
     supervisor = Supervisor(
         count,
-        process_spawner(reactor, argv, os.environ, count),
+        process_spawner(
+            reactor, argv, os.environ, count, relay.environment if relay is not None else None
+        ),
         reactor,
         on_stopped=reactor.stop,
+        relay=relay,
     )
     reactor.callWhenRunning(install_supervisor_signal_handlers, reactor, supervisor)
     return supervisor

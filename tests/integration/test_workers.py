@@ -211,3 +211,30 @@ def test_a_bad_workers_value_stops_start_up(start_daemon: Callable[..., Daemon])
     daemon = start_daemon(["--workers=none"], wait=False)
     assert daemon.wait_exit(30) != 0
     assert "--workers: invalid value 'none'" in daemon.log()
+
+
+def test_systemd_hears_ready_once_every_worker_is_ready(
+    start_daemon: Callable[..., Daemon], tmp_path: Path
+) -> None:
+    from tests.integration.test_sdnotify import NotifySocket
+
+    notify = NotifySocket(tmp_path)
+    try:
+        daemon = start_daemon(
+            ["--workers=2"],
+            wait=False,
+            env={"NOTIFY_SOCKET": notify.address, "WATCHDOG_USEC": "2000000"},
+        )
+        (ready,) = notify.wait_for("READY=1", timeout=60)
+        assert "STATUS=ready: 2 workers" in ready.message.split("\n")
+        # every worker answers readyz by then
+        assert {daemon.get("/readyz")[0] for _ in range(10)} == {200}
+        notify.wait_for("WATCHDOG=1", count=2)
+        daemon.signal(signal.SIGTERM)
+        notify.wait_for("STOPPING=1")
+        assert daemon.wait_exit(60) == 0
+        assert len(notify.messages("READY=1")) == 1
+        # the workers' own messages went to the supervisor, not to systemd
+        assert notify.messages("STATUS=store ready") == []
+    finally:
+        notify.close()

@@ -47,6 +47,8 @@ from twisted.internet.protocol import ProcessProtocol
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
+from apiserver.service.workers_notify import NotifyRelay
+
 __all__ = [
     "GRACEFUL_SIGNAL",
     "WORKER_ENV",
@@ -65,7 +67,8 @@ WORKER_ENV = "APISERVER_WORKER"
 GRACEFUL_SIGNAL = signal.SIGUSR2
 #: twistd's entry point (``python -m twisted`` is ``twist``, which has other options).
 _TWISTD = "from twisted.scripts.twistd import run; run()"
-#: Environment the workers do not inherit: systemd talks to the supervising process only.
+#: Environment the workers do not inherit: systemd talks to the supervising process only
+#: (each worker gets a ``$NOTIFY_SOCKET`` of the supervisor's, ``workers_notify``).
 _PARENT_ONLY = ("NOTIFY_SOCKET", "WATCHDOG_PID", "WATCHDOG_USEC", "LISTEN_FDS", "LISTEN_PID")
 
 
@@ -107,15 +110,22 @@ class Spawner(Protocol):
 
 
 def process_spawner(
-    reactor: Any, argv: Sequence[str], environ: Mapping[str, str], count: int
+    reactor: Any,
+    argv: Sequence[str],
+    environ: Mapping[str, str],
+    count: int,
+    extra_env: Callable[[int], Mapping[str, str]] | None = None,
 ) -> Spawner:
-    """A :class:`Spawner` running ``argv`` with the worker marker in the environment; the
-    workers write to the supervisor's standard output and error."""
+    """A :class:`Spawner` running ``argv`` with the worker marker in the environment (and
+    ``extra_env(index)``: the worker's own ``$NOTIFY_SOCKET``); the workers write to the
+    supervisor's standard output and error."""
     base = {k: v for k, v in environ.items() if k not in _PARENT_ONLY}
     parent = os.getpid()
 
     def spawn(index: int, protocol: ProcessProtocol) -> Any:
         env = dict(base)
+        if extra_env is not None:
+            env.update(extra_env(index))
         env[WORKER_ENV] = f"{index}/{count}/{parent}"
         return reactor.spawnProcess(
             protocol, argv[0], list(argv), env=env, childFDs={0: 0, 1: 1, 2: 2}
@@ -181,6 +191,7 @@ class Supervisor(Service):
         *,
         prepare: Callable[[], None] | None = None,
         on_stopped: Callable[[], None] | None = None,
+        relay: NotifyRelay | None = None,
         min_uptime: float = 10.0,
         backoff_base: float = 0.5,
         backoff_max: float = 30.0,
@@ -190,6 +201,8 @@ class Supervisor(Service):
         self._clock = clock
         self._prepare = prepare
         self._on_stopped = on_stopped
+        #: systemd's notifications on behalf of the workers (``$NOTIFY_SOCKET`` set).
+        self.relay = relay
         self.min_uptime = min_uptime
         self.backoff_base = backoff_base
         self.backoff_max = backoff_max
@@ -211,6 +224,8 @@ class Supervisor(Service):
         super().startService()
         if self._prepare is not None:
             self._prepare()
+        if self.relay is not None:
+            self.relay.start()
         log.info("starting {count} worker processes", count=self.count)
         for index in range(self.count):
             self._spawn(index)
@@ -227,6 +242,8 @@ class Supervisor(Service):
         if self.stopping:
             return
         self.stopping = True
+        if self.relay is not None:
+            self.relay.stopping()
         if signum is not None:
             log.info(
                 "received signal {sig}: graceful shutdown of {n} workers",
@@ -273,6 +290,8 @@ class Supervisor(Service):
             return
         del self._protocols[index]
         self.processes.pop(index, None)
+        if self.relay is not None:
+            self.relay.worker_ended(index)
         pid = self._pids.get(index)
         if self.stopping:
             log.info(
@@ -315,6 +334,9 @@ class Supervisor(Service):
     def _check_all_stopped(self) -> None:
         if self.processes:
             return
+        if self.relay is not None:
+            self.relay.stop()
+            self.relay = None
         if self._stopped is not None and not self._stopped.called:
             self._stopped.callback(None)
         if self._on_stopped is not None:

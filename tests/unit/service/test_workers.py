@@ -258,3 +258,60 @@ def test_prepare_makes_the_schema_and_the_certificate_once(tmp_path: Any) -> Non
             prepare_shared_state(config)
     finally:
         release_lock(fd)
+
+
+def test_the_relay_tells_systemd_ready_once_all_workers_are(tmp_path: Any) -> None:
+    import socket
+    import uuid
+
+    from twisted.internet.testing import MemoryReactorClock
+
+    from apiserver.service.sdnotify import Notifier
+    from apiserver.service.workers_notify import NotifyRelay
+
+    name = f"apiserver-test-systemd-{uuid.uuid4().hex}"
+    systemd = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    systemd.bind("\0" + name)
+    systemd.setblocking(False)
+    reactor = MemoryReactorClock()
+    relay = NotifyRelay(
+        Notifier("@" + name), 2, reactor, watchdog=5.0, pid=int(uuid.uuid4().int % 10**9)
+    )
+    supervisor, spawner, _, events = make(2)
+    supervisor.relay = relay
+    supervisor.startService()
+
+    def heard() -> list[str]:
+        out = []
+        while True:
+            try:
+                out.append(systemd.recv(4096).decode())
+            except BlockingIOError:
+                return out
+
+    def worker_says(index: int, message: str) -> None:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+            sock.sendto(message.encode(), b"\0" + relay.address(index)[1:].encode())
+        for reader in list(reactor.readers):
+            if getattr(reader, "index", None) == index:
+                reader.doRead()
+
+    assert heard() == ["STATUS=starting 2 workers", "WATCHDOG=1"]
+    assert relay.environment(1) == {"NOTIFY_SOCKET": relay.address(1)}
+    worker_says(0, "STATUS=store ready\nREADY=1\nSTATUS=ready")
+    assert heard() == []  # one of two
+    worker_says(1, "READY=1")
+    assert heard() == ["READY=1\nSTATUS=ready: 2 workers"]
+    reactor.advance(5.0)
+    assert heard() == ["WATCHDOG=1"]
+    # a restarted worker does not announce READY=1 again
+    spawner.live(1).end(status=1)
+    worker_says(1, "READY=1")
+    assert heard() == []
+    supervisor.shutdown()
+    assert heard() == ["STOPPING=1"]
+    spawner.live(0).end()
+    assert events[-1] == "stopped"
+    assert reactor.readers == set()
+    assert not any(call.active() for call in reactor.getDelayedCalls())
+    systemd.close()
