@@ -59,6 +59,12 @@ def makeService(options: ApiserverOptions) -> IService:
     raise_open_files_limit()
     reactor.callWhenRunning(install_signal_handlers, reactor, server.lifecycle)
     if worker is not None:
+        from twisted.logger import globalLogPublisher
+
+        from apiserver.service.workers import worker_log_labeller
+
+        # Before twistd adds its own observers (it starts logging after makeService).
+        globalLogPublisher.addObserver(worker_log_labeller(worker[0]))
         reactor.callWhenRunning(die_with_parent, worker[2])
         reactor.callWhenRunning(install_graceful_signal, reactor, server.lifecycle, GRACEFUL_SIGNAL)
     reactor.callWhenRunning(tune_gc)

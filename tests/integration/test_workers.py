@@ -200,6 +200,8 @@ def test_sigterm_runs_the_graceful_shutdown_in_every_worker(
     assert daemon.wait_exit(60) == 0
     log = daemon.log()
     assert log.count("starting graceful shutdown") == 2
+    assert "[worker-0 apiserver.service.lifecycle#info] received signal" in log
+    assert "[worker-1 apiserver.service.lifecycle#info] received signal" in log
     assert log.count("in-flight requests drained") == 2
     for pid in pids:
         assert not Path(f"/proc/{pid}").exists() or "zombie" in Path(

@@ -37,15 +37,16 @@ import os
 import signal
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from twisted.application.service import Service
 from twisted.internet.defer import Deferred, succeed
 from twisted.internet.error import ProcessDone, ProcessTerminated
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.internet.protocol import ProcessProtocol
-from twisted.logger import Logger
+from twisted.logger import ILogObserver, Logger
 from twisted.python.failure import Failure
+from zope.interface import provider
 
 from apiserver.service.workers_notify import NotifyRelay
 
@@ -56,6 +57,7 @@ __all__ = [
     "die_with_parent",
     "process_spawner",
     "worker_from_environ",
+    "worker_log_labeller",
     "worker_process_argv",
 ]
 
@@ -146,6 +148,25 @@ def die_with_parent(parent_pid: int) -> None:
     if os.getppid() != parent_pid:
         # The supervisor died before the request took effect.
         os.kill(os.getpid(), signal.SIGTERM)
+
+
+def worker_log_labeller(index: int) -> ILogObserver:
+    """A log observer, added before twistd's own, that names the worker in each event's
+    system (``[worker-1 apiserver.server#info]``), since every worker writes to the same
+    log as the supervisor."""
+    label = f"worker-{index}"
+
+    @provider(ILogObserver)
+    def observe(event: dict[str, Any]) -> None:
+        system = event.get("log_system")
+        if system is None:
+            level = event.get("log_level")
+            name = getattr(level, "name", "-")
+            system = f"{event.get('log_namespace', '-')}#{name}"
+        if not str(system).startswith(label):
+            event["log_system"] = f"{label} {system}"
+
+    return cast(ILogObserver, observe)
 
 
 class _Worker(ProcessProtocol):

@@ -315,3 +315,23 @@ def test_the_relay_tells_systemd_ready_once_all_workers_are(tmp_path: Any) -> No
     assert reactor.readers == set()
     assert not any(call.active() for call in reactor.getDelayedCalls())
     systemd.close()
+
+
+def test_worker_log_lines_name_their_worker() -> None:
+    from twisted.logger import LogLevel, formatEventAsClassicLogText
+
+    from apiserver.service.workers import worker_log_labeller
+
+    observe = worker_log_labeller(1)
+    event: dict[str, Any] = {
+        "log_namespace": "apiserver.server",
+        "log_level": LogLevel.info,
+        "log_format": "hello",
+        "log_time": 0.0,
+    }
+    observe(event)
+    assert "[worker-1 apiserver.server#info] hello" in (formatEventAsClassicLogText(event) or "")
+    legacy: dict[str, Any] = {"log_system": "-", "log_format": "x", "log_time": 0.0}
+    observe(legacy)
+    observe(legacy)  # a second observer pass does not label twice
+    assert legacy["log_system"] == "worker-1 -"
