@@ -188,6 +188,9 @@ def make_store(config: ServerConfig, reactor: Any, worker: tuple[int, int] | Non
     if servers:
         from apiserver.storage.etcd3 import Etcd3Store
 
+        # Several workers are several etcd clients; one compactor (worker 0's) is enough,
+        # though kube-apiserver's election through compact_rev_key would make more safe.
+        compacts = worker is None or worker[0] == 0
         store: Store = Etcd3Store(
             servers,
             reactor,
@@ -195,7 +198,7 @@ def make_store(config: ServerConfig, reactor: Any, worker: tuple[int, int] | Non
             cert_file=config.store_certfile or None,
             key_file=config.store_keyfile or None,
             lease_reuse_seconds=config.lease_reuse_duration_seconds,
-            compaction_interval=config.store_compaction_interval,
+            compaction_interval=config.store_compaction_interval if compacts else 0,
             health_key=(config.store_prefix.rstrip("/") + "/health").encode(),
             # A frozen etcd must not hold requests for the whole --request-timeout: each store
             # call gives up after this, and the request fails with a 5xx Status.

@@ -335,3 +335,17 @@ def test_worker_log_lines_name_their_worker() -> None:
     observe(legacy)
     observe(legacy)  # a second observer pass does not label twice
     assert legacy["log_system"] == "worker-1 -"
+
+
+def test_on_etcd_only_worker_0_compacts(tmp_path: Any) -> None:
+    from twisted.internet.testing import MemoryReactorClock
+
+    from apiserver.server import Server
+
+    config = _config(tmp_path, **{"store-servers": ("http://127.0.0.1:2379",)})
+    names = {}
+    for index in (0, 1):
+        server = Server(config, MemoryReactorClock(), worker=(index, 2))
+        assert server.backend_store.kind == "etcd"
+        names[index] = [task.name for task in server.backend_store.maintenance()]
+    assert names[0] and names[1] == []
