@@ -297,6 +297,21 @@ def start_daemon(
     return server
 
 
+def start_etcd(workdir: Path) -> Any:
+    """An etcd for ``--backend etcd3``: the tests' launcher (tests/storage/etcdserver.py),
+    imported by path, on free loopback ports."""
+    import importlib.util
+
+    path = REPO / "tests" / "storage" / "etcdserver.py"
+    spec = importlib.util.spec_from_file_location("_api_bench_etcdserver", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    server = module.EtcdServer(str(workdir / "data"))
+    server.start()
+    return server
+
+
 def start_ceiling(procs: Processes, workdir: Path) -> Server:
     workdir.mkdir(parents=True, exist_ok=True)
     port = free_port()
@@ -1631,6 +1646,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         "batch mode (compare with a run without it)",
     )
     parser.add_argument(
+        "--workers",
+        default="1",
+        help="the daemon's --workers (worker processes on the one port; 1 by default)",
+    )
+    parser.add_argument(
+        "--backend",
+        choices=("sqlite", "etcd3"),
+        default="sqlite",
+        help="the daemon's store: the embedded one, or an etcd this script starts (Debian "
+        "etcd-server, the tests' launcher) and stops",
+    )
+    parser.add_argument(
         "--profile",
         metavar="DIR",
         help="record the daemon with py-spy during each API run (implies --no-write)",
@@ -1656,11 +1683,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     notes: list[str] = []
     api_error = ""
     tmp = Path(tempfile.mkdtemp(prefix="api-bench-"))
+    etcd: Any = None
     with running(procs):
         try:
+            extra = [f"--workers={args.workers}"]
+            if args.backend == "etcd3":
+                etcd = start_etcd(tmp / "etcd")
+                extra.append(f"--store-servers={etcd.client_url}")
+                notes.append(f"Store: etcd ({etcd.client_url}), --workers={args.workers}.")
+            else:
+                notes.append(f"Store: embedded SQLite, --workers={args.workers}.")
             ceiling = start_ceiling(procs, tmp / "ceiling")
             if not args.skip_load:
-                daemon = start_daemon(procs, tmp / "load", args.server_cmd, args.audit)
+                daemon = start_daemon(procs, tmp / "load", args.server_cmd, args.audit, extra)
                 status, text = events_api_status(daemon)
                 if status != 200:
                     api_error = f"Events API not answering: {status} {text}"
@@ -1736,7 +1771,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 if left < watch_seconds + drain + 40:
                     notes.append(f"Watch fan-out over {proto} skipped: time budget used up.")
                     continue
-                daemon2 = start_daemon(procs, tmp / f"watch-{proto}", args.server_cmd, args.audit)
+                daemon2 = start_daemon(
+                    procs, tmp / f"watch-{proto}", args.server_cmd, args.audit, extra
+                )
                 stacks_out = profile_dir / f"watch-{proto}.txt" if profile_dir else None
                 watch = run_watch(
                     procs,
@@ -1755,6 +1792,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     print(f"\n### py-spy watch-{proto}\n{summarize_profile(stacks_out)}")
         finally:
             procs.stop_all()
+            if etcd is not None:
+                etcd.stop()
             shutil.rmtree(tmp, ignore_errors=True)
 
     rows = build_rows(loads, watches)

@@ -119,6 +119,7 @@ from apiserver.http.site import ApiSite
 from apiserver.logs import LogFlushService, request_logging, set_verbosity
 from apiserver.metrics import AuditRecorder, Metrics, StorageMetricsPoller
 from apiserver.metrics.labels import LabelPolicy
+from apiserver.metrics.runtime import WorkerInfoCollector
 from apiserver.metrics.slis import HealthSLIs
 from apiserver.metrics.storage import (
     STORAGE_SERIES,
@@ -176,12 +177,20 @@ def events_servers(config: ServerConfig) -> list[str]:
     return list(config.store_servers or ())
 
 
-def make_store(config: ServerConfig, reactor: Any) -> Store:
-    """The configured backend (its ``kind`` names its health check)."""
+def make_store(config: ServerConfig, reactor: Any, worker: tuple[int, int] | None = None) -> Store:
+    """The configured backend (its ``kind`` names its health check).
+
+    ``worker`` is ``(index, count)`` in a worker process of ``--workers``: etcd needs nothing
+    (each worker is one more etcd client, like several kube-apiservers); the embedded store
+    is opened shared, and only worker 0 runs its TTL sweeper and compactor (one sweeper, not a
+    race of N over the same expired keys)."""
     servers = events_servers(config)
     if servers:
         from apiserver.storage.etcd3 import Etcd3Store
 
+        # Several workers are several etcd clients; one compactor (worker 0's) is enough,
+        # though kube-apiserver's election through compact_rev_key would make more safe.
+        compacts = worker is None or worker[0] == 0
         store: Store = Etcd3Store(
             servers,
             reactor,
@@ -189,7 +198,7 @@ def make_store(config: ServerConfig, reactor: Any) -> Store:
             cert_file=config.store_certfile or None,
             key_file=config.store_keyfile or None,
             lease_reuse_seconds=config.lease_reuse_duration_seconds,
-            compaction_interval=config.store_compaction_interval,
+            compaction_interval=config.store_compaction_interval if compacts else 0,
             health_key=(config.store_prefix.rstrip("/") + "/health").encode(),
             # A frozen etcd must not hold requests for the whole --request-timeout: each store
             # call gives up after this, and the request fails with a 5xx Status.
@@ -203,6 +212,16 @@ def make_store(config: ServerConfig, reactor: Any) -> Store:
     # --data-dir is created when the store service starts (StoreService ``prepare``).
     path = os.path.join(config.data_dir, "store.db")
     # The TTL sweeper and the compactor are child services of the server's tree.
+    if worker is not None and worker[1] > 1:
+        maintains = worker[0] == 0
+        return SqliteStore(
+            path,
+            reactor,
+            compaction_interval=config.store_compaction_interval if maintains else 0,
+            sweep_interval=1.0 if maintains else 0,
+            run_maintenance=False,
+            worker=worker,
+        )
     return SqliteStore(
         path, reactor, compaction_interval=config.store_compaction_interval, run_maintenance=False
     )
@@ -240,8 +259,11 @@ class Server:
         reactor: Any,
         store: Store | None = None,
         environ: Mapping[str, str] | None = None,
+        worker: tuple[int, int] | None = None,
     ) -> None:
         self.config = config
+        #: ``(index, count)`` when this process is a worker of ``--workers`` (apiserver.workers).
+        self.worker = worker
         self.reactor = reactor
         clock: IReactorTime = reactor
         self.root = OrderedService()
@@ -253,7 +275,7 @@ class Server:
 
         prepare = None
         if store is None:
-            store = make_store(config, reactor)
+            store = make_store(config, reactor, worker)
             if store.kind == "sqlite":
                 data_dir = config.data_dir
 
@@ -358,6 +380,8 @@ class Server:
             git_version=config.version,
         )
         self.metrics.bind_fast_path()
+        if worker is not None:
+            self.metrics.registry.register(WorkerInfoCollector(worker[0], worker[1]))
         if self.store_timings is not None:
             self.metrics.registry.register(
                 StorageCollector(self.store_timings, self.metrics.policy.enabled)
@@ -452,7 +476,11 @@ class Server:
         if self.tracing is not None:
             self.root.add(self.tracing)
         if config.debug_socket_path:
-            self.root.add(self.debug.socket_service(config.debug_socket_path, reactor))
+            # One socket per worker: worker i answers on the path with ".i" appended.
+            socket_path = config.debug_socket_path
+            if worker is not None:
+                socket_path = f"{socket_path}.{worker[0]}"
+            self.root.add(self.debug.socket_service(socket_path, reactor))
         self.serving = ServingCertService(config)
         self.root.add(self.serving)
         site_app = self.app if self.tracing is None else cast(App, TracingApp(self.app))
@@ -462,7 +490,7 @@ class Server:
             self.serving.context,
             config.secure_port,
             config.bind_address,
-            reuse_port=config.permit_port_sharing,
+            reuse_port=config.permit_port_sharing or worker is not None,
             reactor=reactor,
             max_bytes_per_second=int(config.max_connection_bytes_per_sec or 0),
             on_handshake_error=self.metrics.tls_handshake_errors.inc,

@@ -15,7 +15,7 @@ import shutil
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import attrs
 import pytest
@@ -26,7 +26,57 @@ from twisted.internet.task import Clock, deferLater
 
 from apiserver.storage.interface import Store
 
-BACKENDS = ["memory", "sqlite", "etcd3"]
+BACKENDS = ["memory", "sqlite", "sqlite-workers", "etcd3"]
+
+
+class TwoWorkers:
+    """The embedded store as two ``--workers`` see it: workers 0 and 1 of one file, writes
+    alternating between them, reads and watches through worker 1 (so every event a watch
+    gets from a write of worker 0 came through the cross-process change feed). Worker 0
+    runs the TTL sweeper and the compactor on the test clock, as in the server."""
+
+    kind = "sqlite"
+
+    def __init__(self, first: Any, second: Any) -> None:
+        self._workers = (first, second)
+        self._writes = 0
+        self.capabilities = second.capabilities
+
+    def _writer(self) -> Any:
+        self._writes += 1
+        return self._workers[self._writes % 2]
+
+    async def _start(self) -> None:
+        for worker in self._workers:
+            await worker.start()
+
+    def start(self) -> Deferred[None]:
+        return Deferred.fromCoroutine(self._start())
+
+    async def _stop(self) -> None:
+        for worker in reversed(self._workers):
+            await worker.stop()
+
+    def stop(self) -> Deferred[None]:
+        return Deferred.fromCoroutine(self._stop())
+
+    def create(self, *args: Any, **kw: Any) -> Any:
+        return self._writer().create(*args, **kw)
+
+    def update(self, *args: Any, **kw: Any) -> Any:
+        return self._writer().update(*args, **kw)
+
+    def delete(self, *args: Any, **kw: Any) -> Any:
+        return self._writer().delete(*args, **kw)
+
+    def compact(self, revision: int) -> Any:
+        return self._workers[0].compact(revision)
+
+    def maintenance(self) -> tuple[()]:
+        return ()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._workers[1], name)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -116,6 +166,25 @@ def backend_factory(
             return store, clock
 
         return make_sqlite
+
+    if request.param == "sqlite-workers":
+        from apiserver.storage.sqlite import SqliteStore
+
+        def make_workers() -> tuple[Store, Clock | None]:
+            clock = Clock()
+            path = str(tmp_path / "store.db")
+            first = SqliteStore(path, reactor=reactor, clock=clock, worker=(0, 2))
+            second = SqliteStore(
+                path,
+                reactor=reactor,
+                clock=clock,
+                worker=(1, 2),
+                sweep_interval=0,
+                compaction_interval=0,
+            )
+            return cast(Store, TwoWorkers(first, second)), clock
+
+        return make_workers
 
     assert request.param == "etcd3"
     try:

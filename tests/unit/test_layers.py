@@ -67,6 +67,7 @@ ASSEMBLY = {
     "server",
     "service",
     "tap",
+    "workers",  # the supervisor's once-only preparation for --workers (assembly)
     "cli",
     "devrun",
     "devcluster",

@@ -61,6 +61,25 @@ class BuildInfoCollector(Collector):
         yield family
 
 
+class WorkerInfoCollector(Collector):
+    """``apiserver_worker_info{worker, workers}``: which of the ``--workers`` processes
+    answered this scrape (a constant 1, as multi-process exporters such as gunicorn's label
+    each worker), so series from different scrapes of one port can be told apart."""
+
+    def __init__(self, index: int, count: int) -> None:
+        self.values = [str(index), str(count)]
+
+    def collect(self) -> Iterator[Any]:
+        family = GaugeMetricFamily(
+            "apiserver_worker_info",
+            "A metric with a constant '1' value labeled by the index of the worker process "
+            "that answers and the number of worker processes (--workers).",
+            labels=("worker", "workers"),
+        )
+        family.add_metric(self.values, 1)
+        yield family
+
+
 class ThreadsCollector(Collector):
     """``go_goroutines`` and ``go_threads``: the process's threads."""
 

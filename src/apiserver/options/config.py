@@ -18,6 +18,7 @@ from typing import Any, NoReturn
 from apiserver.options.config_fields import ConfigFields
 from apiserver.options.flagtypes import IPNetwork
 from apiserver.options.table import BY_NAME, FLAGS, canonical_name
+from apiserver.options.validate import parse_workers
 from apiserver.version import DEFAULT_GIT_VERSION
 
 __all__ = ["IPNetwork", "OptionsError", "ServerConfig", "ineffective_flags"]
@@ -127,6 +128,12 @@ class ServerConfig(ConfigFields):
         """
         raw: str = self._values["version"]
         return raw if raw.startswith("v") else DEFAULT_GIT_VERSION
+
+    @property
+    def worker_count(self) -> int:
+        """``--workers`` as a number of processes (``auto``: one per core; validated at parse
+        time, so a value that slipped past validation counts as 1)."""
+        return parse_workers(self._values["workers"]) or 1
 
 
 def ineffective_flags(config: ServerConfig) -> list[str]:

@@ -1103,6 +1103,15 @@ class ConfigFields:
         return self._values["event-ttl"]
 
     @property
+    def workers(self) -> str:
+        """``--workers``: Number of worker processes serving the secure port (SO_REUSEPORT): a
+        positive integer, or auto for one per CPU core. With more than one, twistd's process
+        supervises them: it restarts a worker that dies, and SIGTERM runs the graceful shutdown
+        in every worker. Not a kube-apiserver flag.
+        """
+        return self._values["workers"]
+
+    @property
     def max_connection_bytes_per_sec(self) -> int:
         """``--max-connection-bytes-per-sec``: If not 0, limit each client connection to reading
         this many bytes per second (kube-apiserver limits only the upgraded connections it

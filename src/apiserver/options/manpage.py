@@ -244,7 +244,22 @@ def render_man() -> str:
             "--shutdown-delay-duration, then the server stops taking new requests, lets those in "
             "flight finish (see --shutdown-send-retry-after and "
             "--shutdown-watch-termination-grace-period) and exits. A second SIGTERM or SIGINT "
-            "exits at once."
+            "exits at once. With --workers above 1 the signal is passed to every worker, each "
+            "runs this sequence, and the supervising process exits once all have stopped; a "
+            "second signal kills the workers at once."
+        ),
+        ".SH WORKERS",
+        escape(
+            "With --workers=N (N > 1, or auto) the process started by twistd binds nothing "
+            "itself: it creates --data-dir and the store's schema, writes the self-signed "
+            "certificate if one is needed, then starts N copies of itself, each listening on "
+            "--secure-port with SO_REUSEPORT, and restarts one that dies (with a growing "
+            "delay when it keeps dying). Health, metrics and /debug describe the worker that "
+            'answers; /metrics carries apiserver_worker_info{worker="i"}. With the embedded '
+            "store every worker writes the one SQLite file; worker 0 alone runs the TTL "
+            "sweeper and the compactor, and a worker's watch cache follows the writes of the "
+            "others in revision order. With --debug-socket-path worker i listens on that "
+            "path with .i appended."
         ),
         ".SH EXIT STATUS",
         ".TP",

@@ -1307,6 +1307,16 @@ FLAGS: tuple[Flag, ...] = (
         implemented=True,
     ),
     _misc(
+        "workers",
+        "string",
+        "1",
+        "Number of worker processes serving the secure port (SO_REUSEPORT): a positive "
+        "integer, or auto for one per CPU core. With more than one, twistd's process "
+        "supervises them: it restarts a worker that dies, and SIGTERM runs the graceful "
+        "shutdown in every worker. Not a kube-apiserver flag.",
+        implemented=True,
+    ),
+    _misc(
         "max-connection-bytes-per-sec",
         "int",
         0,

@@ -62,6 +62,8 @@ class ApiserverOptions(usage.Options):
 
     config: ServerConfig
     stdout: TextIO | None = None  # where --help/--version print; sys.stdout when None
+    #: The plugin's own arguments as given (``--workers`` starts its workers with them).
+    argv: tuple[str, ...] = ()
 
     def parseOptions(self, options: Sequence[str] | None = None) -> None:
         """Parse with the flag table; print-and-exit for --help/--version."""
@@ -72,6 +74,7 @@ class ApiserverOptions(usage.Options):
         except OptionsError as exc:
             raise usage.UsageError(str(exc)) from exc
         self.config = config
+        self.argv = tuple(options)
         self.update(config.values)
         out = self.stdout or sys.stdout
         if config.help:

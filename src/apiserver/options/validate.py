@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ipaddress
 import math
+import os
 import re
 from collections.abc import Mapping, Set
 from typing import Any
@@ -751,6 +752,11 @@ class _Checker:
         return result
 
     def misc(self) -> None:
+        if parse_workers(self.v["workers"]) is None:
+            self.err(
+                f"--workers: invalid value {self.v['workers']!r}: "
+                f"must be auto or an integer from 1 to {MAX_WORKERS}"
+            )
         reconciler = self.v["endpoint-reconciler-type"]
         if reconciler not in ENDPOINT_RECONCILERS:
             self.err(
@@ -803,6 +809,22 @@ class _Checker:
                 "--coordinated-leadership-renew-deadline must be greater than "
                 "--coordinated-leadership-retry-period"
             )
+
+
+#: Most worker processes ``--workers`` accepts (a typo such as 1000 is refused, not forked).
+MAX_WORKERS = 256
+
+
+def parse_workers(value: str, cpu_count: int | None = None) -> int | None:
+    """``--workers``: ``auto`` is one per core (``os.cpu_count()``, at least 1), otherwise an
+    integer from 1 to :data:`MAX_WORKERS`; None when the value is neither."""
+    text = str(value).strip()
+    if text == "auto":
+        return max(1, cpu_count if cpu_count is not None else (os.cpu_count() or 1))
+    if not text.isdigit():
+        return None
+    count = int(text)
+    return count if 1 <= count <= MAX_WORKERS else None
 
 
 def _number(value: float) -> str:

@@ -28,6 +28,18 @@ def default_host(bind_address: str) -> str:
     return bind_address
 
 
+def self_signed_pair(config: ServerConfig) -> tuple[str, str]:
+    """The self-signed pair in ``--cert-dir`` (written if missing). With ``--workers`` the
+    supervising process calls this once before it starts the workers, so they all find the
+    same pair rather than racing to write one each."""
+    return ensure_self_signed(
+        config.cert_dir,
+        config.advertise_address or default_host(config.bind_address),
+        config.bind_address,
+        extra_names=[socket.gethostname()],
+    )
+
+
 class ServingCertService(Service):
     """Holds the listener's context factory; :meth:`context` is ready once started."""
 
@@ -60,13 +72,7 @@ class ServingCertService(Service):
     def _ensure(self) -> None:
         if self._context is not None:
             return
-        config = self.config
-        cert, key = ensure_self_signed(
-            config.cert_dir,
-            config.advertise_address or default_host(config.bind_address),
-            config.bind_address,
-            extra_names=[socket.gethostname()],
-        )
+        cert, key = self_signed_pair(self.config)
         self._context = self._build(cert, key)
 
     def _build(self, cert: str, key: str) -> Any:

@@ -361,7 +361,9 @@ class CommittedRevision(Protocol):
 
     def committed_revision(self) -> int:
         """The newest committed revision; every change up to it has been delivered to this
-        process's watches. Synchronous, so a watch cache can prove itself current."""
+        process's watches. Synchronous, so a watch cache can prove itself current. (The
+        embedded store shared by ``--workers`` answers the file's newest commit, which its
+        watches may not have reached yet: a cache compares its own revision with it.)"""
 
 
 @runtime_checkable

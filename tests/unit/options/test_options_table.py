@@ -152,6 +152,7 @@ IMPLEMENTED = {
     "enable-bootstrap-token-auth",
     "event-ttl",
     "help",
+    "workers",
     "http2-max-streams-per-connection",
     "lease-reuse-duration-seconds",
     "livez-grace-period",
@@ -270,10 +271,10 @@ def test_every_seed_flag_is_in_the_table() -> None:
     assert all(s in SHORT_NAMES for s in shorts)
 
 
-def test_table_has_the_seed_flags_plus_data_dir_and_event_ttl() -> None:
+def test_table_has_the_seed_flags_plus_data_dir_event_ttl_and_workers() -> None:
     seed_long = {n[2:] for n in seed_names() if n.startswith("--")}
-    assert set(BY_NAME) - seed_long == {"data-dir", "event-ttl"}
-    assert len(FLAGS) == len(seed_long) + 2 >= 168
+    assert set(BY_NAME) - seed_long == {"data-dir", "event-ttl", "workers"}
+    assert len(FLAGS) == len(seed_long) + 3 >= 169
 
 
 def test_names_are_unique_across_canonical_names_and_aliases() -> None:

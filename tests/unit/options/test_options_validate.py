@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from apiserver.options import OptionsError, parse_args
+from apiserver.options import OptionsError, ServerConfig, parse_args
 
 
 def errors_of(argv: list[str]) -> list[str]:
@@ -214,6 +214,9 @@ BAD = [
     (["--storage-initialization-timeout=-1s"], "--storage-initialization-timeout can not be a neg"),
     (["--store-healthcheck-timeout=-2s"], "--store-healthcheck-timeout can not be a negative"),
     (["--event-ttl=-1h"], "--event-ttl can not be a negative value"),
+    (["--workers=0"], "--workers: invalid value '0': must be auto or an integer from 1 to 256"),
+    (["--workers=two"], "--workers: invalid value 'two'"),
+    (["--workers=257"], "--workers: invalid value '257'"),
     (["--max-requests-inflight=-1"], "--max-requests-inflight can not be negative value"),
     (
         ["--max-mutating-requests-inflight=-1"],
@@ -485,3 +488,15 @@ def test_master_count_reconciler_warns() -> None:
     assert config.warnings == (
         "--endpoint-reconciler-type=master-count is deprecated; use lease instead",
     )
+
+
+def test_workers_counts_processes() -> None:
+    from apiserver.options.validate import parse_workers
+
+    assert parse_workers("1") == 1
+    assert parse_workers("4") == 4
+    assert parse_workers("auto", cpu_count=16) == 16
+    assert parse_workers("auto", cpu_count=0) == 1
+    assert parse_workers("-1") is None
+    assert ServerConfig.defaults().worker_count == 1
+    assert ServerConfig({"workers": "3"}).worker_count == 3

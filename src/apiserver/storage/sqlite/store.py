@@ -41,6 +41,7 @@ from typing import Any, TypeVar
 
 from twisted.internet import defer
 from twisted.internet.defer import Deferred
+from twisted.internet.task import LoopingCall
 from twisted.internet.threads import deferToThreadPool
 from twisted.logger import Logger
 from twisted.python.failure import Failure
@@ -65,6 +66,7 @@ from apiserver.storage.interface import (
 )
 from apiserver.storage.periodic import PeriodicRunner
 from apiserver.storage.sqlite import schema
+from apiserver.storage.sqlite.feed import ChangeFeed, SharedRevision
 
 __all__ = ["SqliteStore", "prefix_end"]
 
@@ -79,6 +81,8 @@ COMPACT_STEP = 10_000
 REPLAY_PAGE = 1000
 #: Expired keys one sweep transaction deletes (more are taken by the next one at once).
 SWEEP_BATCH = 1000
+#: Seconds between two reads of the log by a worker's change feed when no notice came.
+TAIL_INTERVAL = 0.5
 
 
 # --------------------------------------------------------------------------------------------
@@ -115,8 +119,13 @@ _STOP = object()
 class _Writer:
     """State owned by the writer thread: its connection and the revision counters."""
 
-    def __init__(self, conn: sqlite3.Connection, rev: int, compact_rev: int) -> None:
+    def __init__(
+        self, conn: sqlite3.Connection, rev: int, compact_rev: int, shared: bool = False
+    ) -> None:
         self.conn = conn
+        #: Other processes write the same file (``--workers``): the revision counters are read
+        #: again inside each write transaction, where no other writer can move them.
+        self.shared = shared
         self.cur = conn.cursor()
         self.rev = rev  # last committed revision
         self.compact_rev = compact_rev  # committed compacted revision
@@ -164,6 +173,12 @@ class _Writer:
         cur = self.cur
         cur.execute("BEGIN IMMEDIATE")
         try:
+            if self.shared:
+                # Revisions are allocated inside the write transaction, so they stay global
+                # and increasing whichever process commits (etcd's single revision counter).
+                self.rev, self.compact_rev = schema.read_revisions(self.conn)
+                self._next = self.rev
+                self._compact = self.compact_rev
             for op in batch:
                 try:
                     op.result = op.fn(self, *op.args)
@@ -463,6 +478,38 @@ def _read_replay(
         ).fetchall()
     finally:
         conn.execute("COMMIT")
+    return _events(rows), upper, (rows[-1][0] if len(rows) >= limit else 0)
+
+
+def _read_tail(
+    conn: sqlite3.Connection, start: int, limit: int
+) -> tuple[list[WatchEvent], int, int, int]:
+    """The change feed's read (``--workers``): every event from ``start`` on, at most
+    ``limit``. Returns (events, revision read up to, compacted revision, last revision
+    examined or 0 if done). Raises CompactedError when ``start`` was compacted away."""
+    conn.execute("BEGIN")
+    try:
+        rev, compact_rev = schema.read_revisions(conn)
+        if start < compact_rev:
+            raise CompactedError(
+                f"change feed from revision {start}: compacted (compacted revision {compact_rev})",
+                revision=compact_rev,
+            )
+        rows = conn.execute(
+            "SELECT l.id, l.name, l.created, l.deleted, l.create_revision, l.lease, l.value, "
+            "l.prev_revision, p.value, p.lease FROM log l "
+            "LEFT JOIN log p ON p.id = l.prev_revision "
+            "WHERE l.id >= ? AND l.id <= ? ORDER BY l.id LIMIT ?",
+            (start, rev, limit),
+        ).fetchall()
+    finally:
+        conn.execute("COMMIT")
+    last = rows[-1][0] if len(rows) >= limit else 0
+    return _events(rows), rev, compact_rev, last
+
+
+def _events(rows: Sequence[Any]) -> list[WatchEvent]:
+    """Watch events of log rows (with their predecessor's value and lease joined)."""
     events: list[WatchEvent] = []
     for rid, name, created, deleted, crev, lease, value, prev_rev, pvalue, please in rows:
         prev = (
@@ -474,8 +521,7 @@ def _read_replay(
             events.append(WatchEvent("DELETE", KeyValue(name, b"", 0, rid, 0), prev))
         else:
             events.append(WatchEvent("PUT", KeyValue(name, value, crev, rid, lease), prev))
-    last = rows[-1][0] if len(rows) >= limit else 0
-    return events, upper, last
+    return events
 
 
 # --------------------------------------------------------------------------------------------
@@ -580,6 +626,19 @@ class SqliteStore:
     Capabilities: the writer is in this process and a commit reaches the watches before its
     writer is answered, so the store knows its committed revision synchronously
     (:meth:`committed_revision`). Watches deliver as commits happen (no pause).
+
+    Several workers (``worker=(index, count)``, ``--workers``): every worker process opens
+    the one file (a shared lock instead of the exclusive one), takes the write lock
+    (``<path>.write-lock``, a kernel lock, so waiting writers wake at once) around each
+    transaction, and reads the revision counters inside it, so revisions stay global and
+    increasing. Watches follow the log itself (``_tail``: every row after the last
+    dispatched revision, in order, so no gap), woken by the committing sibling's datagram
+    (:mod:`apiserver.storage.sqlite.feed`) and every ``TAIL_INTERVAL`` seconds; a writer is
+    answered once its revision was dispatched here. :meth:`committed_revision` and
+    :meth:`current_revision` read the file's newest committed revision from a counter the
+    writers share (:class:`~apiserver.storage.sqlite.feed.SharedRevision`), so the watch
+    cache answers from memory once it has caught up, and reads the file while it has not.
+    Nothing of this runs with one worker.
     """
 
     capabilities = StoreCapabilities(committed_revision=True)
@@ -595,8 +654,24 @@ class SqliteStore:
         readers: int = 2,
         max_batch: int = MAX_BATCH,
         run_maintenance: bool = True,
+        worker: tuple[int, int] | None = None,
     ) -> None:
         self._path = path
+        #: ``(index, count)`` of this worker when ``--workers`` runs several processes on the
+        #: one file (see "Several workers" in the class docstring); None: this process is the
+        #: only writer.
+        self._shared = worker is not None and worker[1] > 1
+        self._feed: ChangeFeed | None = None
+        if self._shared:
+            assert worker is not None
+            self._feed = ChangeFeed(path, worker[0], worker[1], reactor)
+        #: The file's newest committed revision, shared by the workers (opened at start).
+        self._shared_rev: SharedRevision | None = None
+        self._tail_loop: LoopingCall | None = None
+        self._tailing = False
+        self._tail_again = False
+        #: Committed batches waiting for the tail to dispatch their revision (shared mode).
+        self._waiting: list[tuple[int, list[_Op]]] = []
         self._dir = os.path.dirname(os.path.abspath(path))
         self._reactor: Any = reactor
         self._clock: Any = clock if clock is not None else reactor
@@ -656,6 +731,13 @@ class SqliteStore:
         self._compactor_seen = rev
         for runner in self._runners:
             runner.start()
+        if self._shared_rev is not None:
+            self.committed_revision = self._shared_rev.get  # type: ignore[method-assign]
+        if self._feed is not None:
+            self._feed.start(self._tail)
+            self._tail_loop = LoopingCall(self._tail)
+            self._tail_loop.clock = self._clock
+            self._tail_loop.start(TAIL_INTERVAL, now=False)
         assert self._started is not None
         self._started.callback(None)
 
@@ -686,6 +768,10 @@ class SqliteStore:
         for group in list(self._watches.values()):
             for w in list(group):
                 w.cancel()
+        if self._feed is not None:
+            self._feed.stop()
+        if self._tail_loop is not None and self._tail_loop.running:
+            self._tail_loop.stop()
         self._queue.put(_STOP)
         self._writer_done.addCallback(self._finish_stop)
         return _chain(self._stopped)
@@ -694,11 +780,19 @@ class SqliteStore:
         if self._thread is not None:
             self._thread.join()
             self._thread = None
+        # Committed writes still waiting for the tail are answered: they are on disk.
+        waiting, self._waiting = self._waiting, []
+        for _, batch in waiting:
+            self._answer(batch)
         self._readers.stop()
         with self._reader_conns_lock:
             conns, self._reader_conns = self._reader_conns, []
         for conn in conns:
             conn.close()
+        if self._shared_rev is not None:
+            self.__dict__.pop("committed_revision", None)
+            self._shared_rev.close()
+            self._shared_rev = None
         self._state = "stopped"
         assert self._stopped is not None
         self._stopped.callback(None)
@@ -707,16 +801,31 @@ class SqliteStore:
 
     def _writer_main(self) -> None:
         call = self._reactor.callFromThread
-        lock_fd = -1
+        lock_fd = write_fd = -1
+        shared = self._shared
         try:
-            lock_fd = _lock(self._path)
+            lock_fd = _lock(self._path, shared=shared)
+            if shared:
+                write_fd = os.open(
+                    self._path + ".write-lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600
+                )
             conn, rev, compact_rev = schema.open_writer(self._path)
+            if shared:
+                shared_rev = SharedRevision(self._path)
+                fcntl.flock(write_fd, fcntl.LOCK_EX)
+                try:
+                    shared_rev.advance(schema.read_revisions(conn)[0])
+                finally:
+                    fcntl.flock(write_fd, fcntl.LOCK_UN)
+                self._shared_rev = shared_rev
         except BaseException:
-            if lock_fd >= 0:
-                os.close(lock_fd)
+            for fd in (lock_fd, write_fd):
+                if fd >= 0:
+                    os.close(fd)
             call(self._open_failed, Failure())
             return
-        writer = _Writer(conn, rev, compact_rev)
+        writer = _Writer(conn, rev, compact_rev, shared=shared)
+        feed = self._feed
         call(self._opened, rev, compact_rev)
         stopping = False
         try:
@@ -735,7 +844,20 @@ class SqliteStore:
                     except queue.Empty:
                         break
                 if batch:
-                    events = self._run(writer, batch)
+                    if write_fd < 0:
+                        events = self._run(writer, batch)
+                    else:
+                        # Writers of the sibling processes queue on a kernel lock, woken at
+                        # once when it is free, rather than on SQLite's sleeping busy handler.
+                        fcntl.flock(write_fd, fcntl.LOCK_EX)
+                        try:
+                            events = self._run(writer, batch)
+                            if self._shared_rev is not None:
+                                self._shared_rev.advance(writer.rev)
+                        finally:
+                            fcntl.flock(write_fd, fcntl.LOCK_UN)
+                        if events and feed is not None:
+                            feed.notify()
                     call(self._batch_done, batch, events, writer.rev, writer.compact_rev)
         finally:
             # Anything still queued (only if the loop died) is answered rather than lost.
@@ -755,6 +877,8 @@ class SqliteStore:
             if writer.checkpoint_deferred:
                 # Not into space the disk does not have: the WAL is replayed at next open.
                 writer.checkpoint_if_room(self._path)
+            elif shared:
+                pass  # siblings still use the WAL; the last connection closed folds it back
             else:
                 try:
                     # Fold the WAL back into the database so the file stands alone at rest.
@@ -763,6 +887,8 @@ class SqliteStore:
                     pass
             conn.close()
             os.close(lock_fd)
+            if write_fd >= 0:
+                os.close(write_fd)
             call(self._writer_done.callback, None)
 
     def committed_revision(self) -> int:
@@ -770,7 +896,11 @@ class SqliteStore:
 
         Synchronous on purpose: the watch cache compares it with its own revision to know it
         is current, and then answers reads from memory (kube-apiserver's consistent reads
-        from the cache, with this store's revision in place of etcd's).
+        from the cache, with this store's revision in place of etcd's). With several workers
+        it is the file's newest committed revision (:class:`SharedRevision`; :meth:`_opened`
+        binds its ``get`` in place of this method, so one worker pays nothing for it), which
+        this worker's watches may not have reached yet: the cache compares, and reads the
+        store while it is behind.
         """
         return self._rev
 
@@ -811,13 +941,27 @@ class SqliteStore:
     def _batch_done(
         self, batch: list[_Op], events: list[WatchEvent], rev: int, compact_rev: int
     ) -> None:
+        if self.out_of_space and events:
+            self.out_of_space = False
+            _log.warn("sqlite store {path}: writes accepted again", path=self._path)
+        if self._shared:
+            # The log, not this batch, is the feed: the sibling's commits before this one
+            # must reach the watches first. The writers hear back once the tail has
+            # dispatched their revision, so a read from this worker's cache sees them.
+            self._compact_rev = max(self._compact_rev, compact_rev)
+            if rev > self._rev and events:
+                self._waiting.append((rev, batch))
+                self._tail()
+                return
+            self._answer(batch)
+            return
         self._rev = max(self._rev, rev)
         self._compact_rev = compact_rev
         if events and self._watches:
             self._dispatch(events)
-        if self.out_of_space and events:
-            self.out_of_space = False
-            _log.warn("sqlite store {path}: writes accepted again", path=self._path)
+        self._answer(batch)
+
+    def _answer(self, batch: list[_Op]) -> None:
         for op in batch:
             if op.error is not None:
                 if op.error.__class__ is NoSpaceError and not self.out_of_space:
@@ -825,6 +969,56 @@ class SqliteStore:
                 op.deferred.errback(Failure(op.error))
             else:
                 op.deferred.callback(op.result)
+
+    # -- the change feed (several workers on one file) ------------------------------------------
+
+    def _tail(self) -> None:
+        """Read the log after the last dispatched revision and dispatch it, in order (one
+        read at a time; a request during a read runs another right after)."""
+        if self._tailing:
+            self._tail_again = True
+            return
+        if self._state != "running":
+            return
+        self._tailing = True
+        self._tail_again = False
+        d = self._read(_read_tail, self._rev + 1, REPLAY_PAGE)
+        d.addCallbacks(self._tailed, self._tail_failed)
+
+    def _tailed(self, result: tuple[list[WatchEvent], int, int, int]) -> None:
+        events, rev, compact_rev, last = result
+        self._tailing = False
+        if self._state != "running":
+            return
+        self._compact_rev = max(self._compact_rev, compact_rev)
+        if events and self._watches:
+            self._dispatch([e for e in events if e.kv.mod_revision > self._rev])
+        self._rev = max(self._rev, last or rev)
+        if self._waiting:
+            ready = [w for w in self._waiting if w[0] <= self._rev]
+            if ready:
+                self._waiting = [w for w in self._waiting if w[0] > self._rev]
+                for _, batch in ready:
+                    self._answer(batch)
+        if last or self._tail_again:
+            self._tail()
+
+    def _tail_failed(self, failure: Failure) -> None:
+        self._tailing = False
+        if self._state != "running":
+            return
+        error = failure.value
+        if isinstance(error, CompactedError):
+            # This worker fell behind compaction: what it missed is gone, so its watches end
+            # with "compacted" (the watch cache lists again) and it follows from now on.
+            _log.error("sqlite change feed fell behind compaction: {error}", error=error)
+            self._rev = max(self._rev, error.revision)
+            for group in list(self._watches.values()):
+                for w in list(group):
+                    w.fail(Failure(error))
+            self._tail()
+            return
+        _log.failure("sqlite change feed read failed; retried by the periodic tail", failure)
 
     def _ran_out_of_space(self) -> None:
         """Log once per episode (not per refused write, as a traceback each time would) and
@@ -875,6 +1069,10 @@ class SqliteStore:
     def current_revision(self) -> Deferred[int]:
         if self._state != "running":
             return defer.fail(UnavailableError(f"store is {self._state}"))
+        shared_rev = self._shared_rev
+        if shared_rev is not None:
+            # Siblings commit too: the shared counter has the newest (etcd's header revision).
+            return defer.succeed(shared_rev.get())
         return defer.succeed(self._rev)
 
     def get(self, key: bytes, revision: int = 0) -> Deferred[KeyValue]:
@@ -1116,15 +1314,27 @@ def _as_storage_error(e: BaseException) -> StorageError:
     return StorageError(f"sqlite: {e.__class__.__name__}: {e}")
 
 
-def _lock(path: str) -> int:
-    """Take an exclusive lock beside the database: two processes writing one log would each
-    number revisions on their own. The kernel drops the lock when the process dies."""
+def _lock(path: str, shared: bool = False) -> int:
+    """Take a lock beside the database: exclusive for a lone server, whose writer numbers
+    revisions in memory, so no other process may write the log; shared for the workers of
+    one server (``--workers``), which allocate revisions inside each write transaction. The
+    two kinds exclude each other. The kernel drops the lock when the process dies."""
     fd = os.open(path + ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.flock(fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
     except BlockingIOError:
         os.close(fd)
         raise UnavailableError(
             f"{path} is in use by another process (lock {path}.lock is held)"
         ) from None
     return fd
+
+
+def take_lock(path: str, shared: bool = False) -> int:
+    """:func:`_lock` for the supervisor of ``--workers``, which checks the file is free
+    before its workers open it; release with :func:`release_lock`."""
+    return _lock(path, shared=shared)
+
+
+def release_lock(fd: int) -> None:
+    os.close(fd)

@@ -1,0 +1,172 @@
+"""The embedded store shared by several worker processes (``--workers``): revisions stay
+global and increasing, and a watch on one worker follows every other worker's commits in
+revision order with no gap (``apiserver.storage.sqlite.feed`` and ``SqliteStore._tail``)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import pytest_twisted
+from twisted.internet import reactor
+from twisted.internet.defer import Deferred
+from twisted.internet.task import Clock
+from twisted.internet.threads import deferToThread
+
+from apiserver.storage.interface import UnavailableError, WatchEvent
+from apiserver.storage.sqlite import SqliteStore
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest_twisted.async_yield_fixture
+async def pair(tmp_path: Path) -> AsyncIterator[tuple[SqliteStore, SqliteStore]]:
+    """Worker 0 and worker 1 of one file (in one process: each has its own connections,
+    locks and feed socket, as two processes would)."""
+    db = str(tmp_path / "store.db")
+    stores = [
+        SqliteStore(db, reactor, clock=Clock(), worker=(i, 2), run_maintenance=False)
+        for i in range(2)
+    ]
+    for store in stores:
+        await store.start()
+    try:
+        yield stores[0], stores[1]
+    finally:
+        for store in stores:
+            await store.stop()
+
+
+async def _collect(events: list[WatchEvent], count: int, timeout: float = 30.0) -> None:
+    """Wait (without sleeping the reactor) until ``events`` holds ``count`` events."""
+    waited: Deferred[None] = Deferred()
+
+    def check() -> None:
+        if len(events) >= count and not waited.called:
+            waited.callback(None)
+
+    from twisted.internet.task import LoopingCall
+
+    loop = LoopingCall(check)
+    loop.start(0.01)
+    waited.addTimeout(timeout, reactor)
+    try:
+        await waited
+    finally:
+        loop.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_revisions_are_global_and_increasing(
+    pair: tuple[SqliteStore, SqliteStore],
+) -> None:
+    a, b = pair
+    revisions = []
+    for n in range(20):
+        store = a if n % 2 else b
+        kv = await store.create(f"/k/{n:03d}".encode(), b"v")
+        revisions.append(kv.mod_revision)
+    assert revisions == list(range(revisions[0], revisions[0] + 20))
+    assert await a.current_revision() == revisions[-1]
+    assert await b.current_revision() == revisions[-1]
+    # the shared counter: each worker knows the newest commit of the other at once
+    kv = await b.create(b"/k/last", b"v")
+    assert a.committed_revision() == kv.mod_revision == b.committed_revision()
+    listed = await a.range(b"/k/")
+    assert len(listed.kvs) == 21
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_watch_on_one_worker_sees_every_write_of_the_other_in_order(
+    pair: tuple[SqliteStore, SqliteStore],
+) -> None:
+    a, b = pair
+    seen_a: list[WatchEvent] = []
+    seen_b: list[WatchEvent] = []
+    a.watch(b"/w/", 0, seen_a.append)
+    b.watch(b"/w/", 0, seen_b.append)
+    written = []
+    for n in range(30):
+        store = b if n % 3 else a
+        kv = await store.create(f"/w/{n:03d}".encode(), b"v")
+        written.append(kv.mod_revision)
+    kv = await a.update(b"/w/000", b"w", 0)
+    written.append(kv.mod_revision)
+    kv = await b.delete(b"/w/001")
+    written.append(kv.mod_revision)
+    await _collect(seen_a, len(written))
+    await _collect(seen_b, len(written))
+    assert [e.kv.mod_revision for e in seen_a] == written
+    assert [e.kv.mod_revision for e in seen_b] == written
+    assert seen_a[-1].type == "DELETE" and seen_a[-1].prev_kv is not None
+    assert seen_a[-2].prev_kv is not None and seen_a[-2].prev_kv.value == b"v"
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_write_is_acknowledged_after_its_worker_dispatched_it(
+    pair: tuple[SqliteStore, SqliteStore],
+) -> None:
+    a, b = pair
+    seen: list[WatchEvent] = []
+    b.watch(b"/ack/", 0, seen.append)
+    await a.create(b"/ack/x", b"1")  # moves the log past b's dispatched revision
+    kv = await b.create(b"/ack/y", b"2")
+    # b's own write is in its watches by the time b answers, after a's (no gap, in order).
+    assert [e.kv.key for e in seen][-1] == b"/ack/y"
+    assert [e.kv.mod_revision for e in seen] == [kv.mod_revision - 1, kv.mod_revision]
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_lone_server_cannot_open_a_file_its_workers_use(
+    pair: tuple[SqliteStore, SqliteStore], tmp_path: Path
+) -> None:
+    lone = SqliteStore(str(tmp_path / "store.db"), reactor, clock=Clock())
+    with pytest.raises(UnavailableError, match="in use by another process"):
+        await lone.start()
+
+
+@pytest_twisted.ensureDeferred
+async def test_writer_processes_feed_a_watch_in_another_process(tmp_path: Path) -> None:
+    db = str(tmp_path / "store.db")
+    watcher = SqliteStore(db, reactor, clock=Clock(), worker=(0, 3), run_maintenance=False)
+    await watcher.start()
+    try:
+        seen: list[WatchEvent] = []
+        watcher.watch(b"/w/", 0, seen.append)
+        results = await deferToThread(
+            lambda: [
+                p
+                for p in [
+                    subprocess.Popen(
+                        [
+                            sys.executable,
+                            "-m",
+                            "tests.storage.sqlite_worker_writer",
+                            db,
+                            str(i),
+                            "3",
+                            "40",
+                        ],
+                        cwd=REPO,
+                        env={"PYTHONPATH": f"{REPO / 'src'}:{REPO}", "PATH": "/usr/bin:/bin"},
+                        stdout=subprocess.PIPE,
+                        text=True,
+                    )
+                    for i in (1, 2)
+                ]
+            ]
+        )
+        acked: list[int] = []
+        for proc in results:
+            out, _ = await deferToThread(proc.communicate, None, 120)
+            assert proc.returncode == 0
+            acked += [int(line) for line in out.split()]
+        await _collect(seen, 80)
+        revisions = [e.kv.mod_revision for e in seen]
+        assert revisions == sorted(acked)
+        assert revisions == list(range(revisions[0], revisions[0] + 80))
+    finally:
+        await watcher.stop()
