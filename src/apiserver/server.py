@@ -407,7 +407,7 @@ class Server:
         auth_stages = self.auth_stages = build_auth(config, reactor, self.store)
         self._observe_client_certificates(auth_stages.authentication.authenticator)
         # Audit (--audit-policy-file): a bad policy stops start-up here (a ValueError).
-        self.audit = build_audit(config, reactor, AuditRecorder(self.metrics))
+        self.audit = build_audit(config, reactor, AuditRecorder(self.metrics), worker)
         audit_stage = self.audit.stage if self.audit is not None else None
         if audit_stage is not None:
             auth_stages.authentication.on_failure = audit_stage.authentication_failed

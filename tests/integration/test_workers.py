@@ -240,3 +240,54 @@ def test_systemd_hears_ready_once_every_worker_is_ready(
         assert notify.messages("STATUS=store ready") == []
     finally:
         notify.close()
+
+
+def test_each_worker_writes_its_own_audit_log(
+    start_daemon: Callable[..., Daemon], tmp_path: Path
+) -> None:
+    """With --audit-log-path, worker i writes audit.worker-i.log (its own rotation); every
+    request's events are in exactly one of them, whichever worker answered."""
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("apiVersion: audit.k8s.io/v1\nkind: Policy\nrules:\n- level: Metadata\n")
+    logs = tmp_path / "audit"
+    daemon = start_daemon(
+        [
+            "--workers=2",
+            f"--audit-policy-file={policy}",
+            f"--audit-log-path={logs / 'audit.log'}",
+        ]
+    )
+    ns = "a-" + uuid.uuid4().hex[:6]
+    ids = []
+    for index in range(20):  # one connection each: both workers answer some
+        status, headers, _ = daemon.get(
+            EVENTS.format(ns=ns),
+            method="POST",
+            headers={"Content-Type": "application/json"},
+            body=event_body(f"e{index}", ns),
+        )
+        assert status == 201
+        ids.append(headers["audit-id"])
+
+    def stages() -> dict[str, dict[str, list[str]]]:
+        found: dict[str, dict[str, list[str]]] = {}
+        for path in sorted(logs.glob("audit.worker-*.log")):
+            for line in path.read_text().splitlines():
+                event = json.loads(line)
+                found.setdefault(path.name, {}).setdefault(event["auditID"], []).append(
+                    event["stage"]
+                )
+        return found
+
+    def complete() -> bool:
+        seen = [i for per_file in stages().values() for i, s in per_file.items() if len(s) == 2]
+        return all(i in seen for i in ids)
+
+    wait_for(complete, 10, "every request's ResponseComplete")
+    found = stages()
+    assert set(found) == {"audit.worker-0.log", "audit.worker-1.log"}
+    assert not (logs / "audit.log").exists()
+    for audit_id in ids:
+        holders = [name for name, per_file in found.items() if audit_id in per_file]
+        assert len(holders) == 1, (audit_id, holders)
+        assert found[holders[0]][audit_id] == ["RequestReceived", "ResponseComplete"]

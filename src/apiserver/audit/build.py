@@ -22,7 +22,7 @@ from twisted.logger import Logger
 
 from apiserver.audit.filter import AuditStage, FilterMetrics
 from apiserver.audit.interface import Sink
-from apiserver.audit.log import build_log_backend
+from apiserver.audit.log import build_log_backend, worker_log_path
 from apiserver.audit.policy import Policy, load_policy_file
 from apiserver.audit.webhook import build_webhook_backend
 
@@ -66,8 +66,15 @@ class Audit:
         return [AuditSinkService(sink) for sink in self.sinks]
 
 
-def build_audit(config: ServerConfig, reactor: Any, metrics: FilterMetrics) -> Audit | None:
+def build_audit(
+    config: ServerConfig,
+    reactor: Any,
+    metrics: FilterMetrics,
+    worker: tuple[int, int] | None = None,
+) -> Audit | None:
     """The policy, the backends and the stage; None without ``--audit-policy-file``.
+    ``worker`` is ``(index, count)`` in a worker process of ``--workers`` (each writes its
+    own log file: :func:`apiserver.audit.log.worker_log_path`).
 
     Raises ``ValueError`` (naming the file) for a policy that cannot be used, and whatever
     the backends raise for their own configuration (a bad kubeconfig).
@@ -79,8 +86,12 @@ def build_audit(config: ServerConfig, reactor: Any, metrics: FilterMetrics) -> A
         return None
     policy = load_policy_file(path)
     sinks: list[Sink] = []
-    for build in (build_log_backend, build_webhook_backend):
-        sink = build(config, reactor, metrics)
+    for sink in (
+        build_log_backend(
+            config, reactor, metrics, path=worker_log_path(config.audit_log_path, worker)
+        ),
+        build_webhook_backend(config, reactor, metrics),
+    ):
         if sink is not None:
             sinks.append(sink)
     stage = AuditStage(policy, sinks, reactor, metrics) if sinks else None

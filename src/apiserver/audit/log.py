@@ -603,15 +603,35 @@ def _path_problem(path: str) -> str | None:
     return None
 
 
+def worker_log_path(path: str, worker: tuple[int, int] | None) -> str:
+    """The file a worker process of ``--workers`` writes: with several workers each has its
+    own (``audit.log`` becomes ``audit.worker-<index>.log``), rotated and milled on its own.
+
+    Why: lumberjack's rotation (rename, then a new file) is per process; several processes
+    sharing one file would write into each other's renamed backups and truncate each other's
+    new files. Standard output (``-``) stays shared: every worker writes whole batches to it.
+    One process (no ``--workers``, or one worker) keeps the path as given."""
+    if worker is None or worker[1] <= 1 or path in ("", "-"):
+        return path
+    root, ext = os.path.splitext(path)
+    return f"{root}.worker-{worker[0]}{ext}"
+
+
 def build_log_backend(
-    config: ServerConfig, clock: IReactorTime, metrics: AuditMetrics
+    config: ServerConfig,
+    clock: IReactorTime,
+    metrics: AuditMetrics,
+    *,
+    path: str | None = None,
 ) -> Sink | None:
     """The log backend of ``--audit-log-*``, wrapped per its mode and truncation flags, or None
     without ``--audit-log-path``. Nothing is created here; ``start`` creates the file.
+    ``path`` replaces ``--audit-log-path`` (a worker's own file, :func:`worker_log_path`).
 
     Raises ValueError (which stops start-up) for a format or version other than the known
     ones and for a path whose file could not be created."""
-    path: str = config.audit_log_path
+    if path is None:
+        path = config.audit_log_path
     if not path:
         return None
     fmt = config.audit_log_format

@@ -259,7 +259,10 @@ def render_man() -> str:
             "store every worker writes the one SQLite file; worker 0 alone runs the TTL "
             "sweeper and the compactor, and a worker's watch cache follows the writes of the "
             "others in revision order. With --debug-socket-path worker i listens on that "
-            "path with .i appended."
+            "path with .i appended. With --audit-log-path worker i writes its own file, the "
+            "path with .worker-i before its extension (audit.log becomes audit.worker-0.log, "
+            "audit.worker-1.log, ...), each rotated on its own; with --audit-log-path=- every "
+            "worker writes to the standard output."
         ),
         ".SH EXIT STATUS",
         ".TP",

@@ -627,7 +627,7 @@ def test_the_server_runs_the_backends_as_services_around_the_listener(
     sink = RecordingSink("log")
     built: list[tuple[Any, ...]] = []
 
-    def build(config: Any, clock: Any, metrics: Any) -> RecordingSink:
+    def build(config: Any, clock: Any, metrics: Any, path: Any = None) -> RecordingSink:
         built.append((config, clock, metrics))
         return sink
 

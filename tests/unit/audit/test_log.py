@@ -27,6 +27,7 @@ from apiserver.audit.log import (
     build_log_backend,
     event_string,
     old_log_files,
+    worker_log_path,
 )
 from apiserver.options import parse_args
 
@@ -357,3 +358,12 @@ def test_batch_mode_end_to_end(tmp_path: Path) -> None:
     done = backend.shutdown()
     assert done.called
     assert path.read_bytes().endswith(b' response="200"\n')
+
+
+def test_each_worker_of_several_has_its_own_log_file() -> None:
+    assert worker_log_path("/var/log/audit.log", (1, 2)) == "/var/log/audit.worker-1.log"
+    assert worker_log_path("/var/log/audit", (0, 4)) == "/var/log/audit.worker-0"
+    # One process, or one worker, keeps the path; standard output stays shared.
+    assert worker_log_path("/var/log/audit.log", None) == "/var/log/audit.log"
+    assert worker_log_path("/var/log/audit.log", (0, 1)) == "/var/log/audit.log"
+    assert worker_log_path("-", (1, 2)) == "-"
