@@ -90,8 +90,16 @@ def _supervisor(options: ApiserverOptions, reactor: Any) -> IService:
             reactor, argv, os.environ, count, relay.environment if relay is not None else None
         ),
         reactor,
-        on_stopped=reactor.stop,
+        on_stopped=lambda: _supervisor_stopped(reactor, supervisor),
         relay=relay,
     )
     reactor.callWhenRunning(install_supervisor_signal_handlers, reactor, supervisor)
     return supervisor
+
+
+def _supervisor_stopped(reactor: Any, supervisor: Any) -> None:
+    """Every worker has exited: stop, with status 1 when they could not start at all."""
+    if supervisor.failed:
+        # twistd exits 0 once its reactor stops: status 1 needs an exit of our own.
+        reactor.addSystemEventTrigger("after", "shutdown", os._exit, 1)
+    reactor.stop()

@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import threading
 import time
 import uuid
@@ -213,6 +214,23 @@ def test_a_bad_workers_value_stops_start_up(start_daemon: Callable[..., Daemon])
     daemon = start_daemon(["--workers=none"], wait=False)
     assert daemon.wait_exit(30) != 0
     assert "--workers: invalid value 'none'" in daemon.log()
+
+
+def test_workers_that_cannot_listen_stop_the_supervisor_with_status_1(
+    start_daemon: Callable[..., Daemon],
+) -> None:
+    """The port held by another program: every worker dies at start-up; after a few quick
+    tries the supervisor gives up and exits 1, as a lone server that cannot listen does."""
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", 0))
+    holder.listen()
+    try:
+        port = holder.getsockname()[1]
+        daemon = start_daemon(["--workers=2"], wait=False, port=port)
+        assert daemon.wait_exit(60) == 1
+        assert "no worker has started: stopping" in daemon.log()
+    finally:
+        holder.close()
 
 
 def test_systemd_hears_ready_once_every_worker_is_ready(

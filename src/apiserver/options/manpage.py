@@ -254,7 +254,9 @@ def render_man() -> str:
             "itself: it creates --data-dir and the store's schema, writes the self-signed "
             "certificate if one is needed, then starts N copies of itself, each listening on "
             "--secure-port with SO_REUSEPORT, and restarts one that dies (with a growing "
-            "delay when it keeps dying). Health, metrics and /debug describe the worker that "
+            "delay when it keeps dying); when a worker dies at start-up five times in a row "
+            "before any worker has run ten seconds (the port taken, say), it stops the "
+            "others and exits with status 1. Health, metrics and /debug describe the worker that "
             'answers; /metrics carries apiserver_worker_info{worker="i"}. With the embedded '
             "store every worker writes the one SQLite file; worker 0 alone runs the TTL "
             "sweeper and the compactor, and a worker's watch cache follows the writes of the "

@@ -14,7 +14,11 @@ store's schema, the self-signed serving pair), then starts the workers, and:
 
 * restarts a worker that exits, logging how it ended; a worker that dies within
   ``min_uptime`` seconds of its start waits ``backoff_base * 2**n`` seconds (at most
-  ``backoff_max``) before the next try, so a crash loop does not spin;
+  ``backoff_max``) before the next try, so a crash loop does not spin; but when one dies
+  that way ``start_attempts`` times in a row before any worker has lived ``min_uptime``
+  seconds, the servers cannot start at all (the port taken, a store that refuses them):
+  the supervisor stops the others and exits with status 1 (:attr:`Supervisor.failed`), as
+  a lone server whose start-up fails does;
 * on the first SIGTERM/SIGINT (:meth:`Supervisor.shutdown`) sends every worker
   :data:`GRACEFUL_SIGNAL`, which starts the worker's graceful shutdown (readyz fails, the
   shutdown delay, the drain; k8s.io/apiserver/pkg/server/genericapiserver.go), restarts
@@ -216,6 +220,7 @@ class Supervisor(Service):
         min_uptime: float = 10.0,
         backoff_base: float = 0.5,
         backoff_max: float = 30.0,
+        start_attempts: int = 5,
     ) -> None:
         self.count = count
         self._spawn_fn = spawn
@@ -234,6 +239,15 @@ class Supervisor(Service):
         self._pids: dict[int, int | None] = {}
         self._quick_deaths: dict[int, int] = {}
         self._restarts: dict[int, IDelayedCall] = {}
+        #: A worker that dies within ``min_uptime`` this many times in a row before any
+        #: worker has lived ``min_uptime`` means the servers cannot start (the port taken, the
+        #: store unreachable): the supervisor then stops, with :attr:`failed` set, as a lone
+        #: server whose start-up fails exits.
+        self.start_attempts = start_attempts
+        #: True once a worker has run ``min_uptime`` seconds.
+        self.ever_up = False
+        self.failed = False
+        self._up_checks: dict[int, IDelayedCall] = {}
         #: Restarts made so far (all workers).
         self.restarted = 0
         self.stopping = False
@@ -271,10 +285,11 @@ class Supervisor(Service):
                 sig=signum,
                 n=len(self.processes),
             )
-        for call in self._restarts.values():
-            if call.active():
-                call.cancel()
-        self._restarts.clear()
+        for calls in (self._restarts, self._up_checks):
+            for call in calls.values():
+                if call.active():
+                    call.cancel()
+            calls.clear()
         for process in list(self.processes.values()):
             self._signal(process, int(GRACEFUL_SIGNAL))
         self._check_all_stopped()
@@ -304,6 +319,15 @@ class Supervisor(Service):
         process = self._spawn_fn(index, protocol)
         self.processes[index] = process
         self._pids[index] = getattr(process, "pid", None)
+        if not self.ever_up:
+            self._up_checks[index] = self._clock.callLater(
+                self.min_uptime, self._still_up, index, protocol
+            )
+
+    def _still_up(self, index: int, protocol: _Worker) -> None:
+        self._up_checks.pop(index, None)
+        if self._protocols.get(index) is protocol:
+            self.ever_up = True
 
     def _ended(self, protocol: _Worker, reason: Failure) -> None:
         index = protocol.index
@@ -323,7 +347,23 @@ class Supervisor(Service):
         uptime = self._clock.seconds() - self._started_at.get(index, 0.0)
         if uptime >= self.min_uptime:
             self._quick_deaths[index] = 0
+        else:
+            check = self._up_checks.pop(index, None)
+            if check is not None and check.active():
+                check.cancel()
         quick = self._quick_deaths.get(index, 0)
+        if not self.ever_up and quick + 1 >= self.start_attempts:
+            log.critical(
+                "worker {index} (pid {pid}) exited {how} at start-up {n} times in a row and "
+                "no worker has started: stopping",
+                index=index,
+                pid=pid,
+                how=_how(reason),
+                n=quick + 1,
+            )
+            self.failed = True
+            self.shutdown()
+            return
         delay = 0.0 if quick == 0 else min(self.backoff_max, self.backoff_base * 2 ** (quick - 1))
         self._quick_deaths[index] = quick + 1
         log.error(

@@ -91,7 +91,9 @@ def test_a_worker_that_dies_is_restarted_at_once_after_a_healthy_run() -> None:
 
 
 def test_a_crash_loop_backs_off_exponentially_up_to_the_maximum() -> None:
-    supervisor, spawner, clock, _ = make(1, min_uptime=10.0, backoff_base=0.5, backoff_max=4.0)
+    supervisor, spawner, clock, _ = make(
+        1, min_uptime=10.0, backoff_base=0.5, backoff_max=4.0, start_attempts=100
+    )
     supervisor.startService()
     delays = []
     for _ in range(6):
@@ -349,3 +351,35 @@ def test_on_etcd_only_worker_0_compacts(tmp_path: Any) -> None:
         assert server.backend_store.kind == "etcd"
         names[index] = [task.name for task in server.backend_store.maintenance()]
     assert names[0] and names[1] == []
+
+
+def test_workers_that_never_start_stop_the_supervisor_as_failed() -> None:
+    """The port taken, say: every try dies at once; after start_attempts quick deaths in a
+    row with no worker ever up, the supervisor gives up (exit status 1 in the real one)."""
+    supervisor, spawner, clock, events = make(2, start_attempts=3)
+    supervisor.startService()
+    for _ in range(2):
+        for index in (0, 1):
+            live = [p for p in spawner.spawned if p.index == index and p.pid is not None]
+            if live:
+                live[-1].end(1)
+        clock.advance(5)  # past the back-off, within min_uptime of each start
+    assert not supervisor.failed
+    spawner.live(0).end(1)  # worker 0's third quick death
+    assert supervisor.failed
+    assert supervisor.stopping
+    assert spawner.live(1).signals == [int(GRACEFUL_SIGNAL)]
+    spawner.live(1).end(0)
+    assert events == ["prepared", "stopped"]
+
+
+def test_a_worker_that_lived_once_is_always_restarted() -> None:
+    supervisor, spawner, clock, _ = make(1, start_attempts=2)
+    supervisor.startService()
+    clock.advance(11)  # past min_uptime: the servers can start
+    assert supervisor.ever_up
+    for _ in range(4):
+        spawner.live(0).end(1)  # now dies at once, again and again
+        clock.advance(60)
+    assert not supervisor.failed
+    assert spawner.live(0).pid is not None
