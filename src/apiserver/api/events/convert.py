@@ -522,12 +522,43 @@ _CANONICAL_TIME = re.compile(r"(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)Z")
 _CANONICAL_MICRO = re.compile(r"(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)\.(\d{6})Z")
 
 
+#: Calendar dates (``YYYY-MM-DD``) already checked, and whether they exist: the times of a
+#: stream of events fall on a handful of days. Bounded; emptied when full.
+_DATES: dict[str, bool] = {}
+_DATES_SIZE = 4096
+
+
 def _canonical_time(value: str, micro: bool) -> str | None:
     """Fast path: a value already in canonical wire form is returned as is ("" for the zero
     time); anything else (or an impossible date) goes through :func:`parse_go_time`."""
     match = (_CANONICAL_MICRO if micro else _CANONICAL_TIME).fullmatch(value)
     if match is None:
         return None
+    if not value.isascii():  # other Unicode digits: the general arithmetic below
+        return _canonical_digits(match, value)
+    date = value[:10]
+    exists = _DATES.get(date)
+    if exists is None:
+        try:
+            _dt.date(int(value[:4]), int(value[5:7]), int(value[8:10]))
+            exists = True
+        except ValueError:
+            exists = False
+        if len(_DATES) >= _DATES_SIZE:
+            _DATES.clear()
+        _DATES[date] = exists
+    if not exists or value[11:13] > "23" or value[14:16] > "59" or value[17:19] > "59":
+        return None
+    if (
+        date == "0001-01-01"
+        and value[11:19] == "00:00:00"
+        and (not micro or value[20:26] == "000000")
+    ):
+        return ""
+    return value
+
+
+def _canonical_digits(match: re.Match[str], value: str) -> str | None:
     parts = [int(p) for p in match.groups()]
     year, month, day, hour, minute, second = parts[:6]
     try:
