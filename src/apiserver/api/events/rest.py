@@ -320,10 +320,16 @@ class EventsAPI:
         stored: bool = False,
     ) -> Response:
         out = self._output(request, info, is_list=False, is_watch=False)
-        if stored and not warnings and self._plain_json(request, info, out):
-            return Response(
-                code, (("Content-Type", out.media_type),), self.encoded.object(internal) + b"\n"
-            )
+        if not warnings and self._plain_json(request, info, out):
+            # Compact JSON, one header: a stored revision's cached bytes, else (a write's
+            # answer) what _respond would write, without its general steps.
+            if stored:
+                data = self.encoded.object(internal) + b"\n"
+            elif out.media_type.startswith("application/yaml"):
+                return self._respond(request, info, code, self.to_wire(internal), out)
+            else:
+                data = codec.encode_json(self.to_wire(internal))
+            return Response(code, (("Content-Type", out.media_type),), data)
         if stored and out.kind == "protobuf":
             return self.protobuf.plain(code, self.protobuf.object(internal))
         if out.kind == "table":
