@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import random
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from contextvars import Context, copy_context
 from typing import Any
 
 import attrs
@@ -562,7 +563,8 @@ class EventsAPI:
             self._created,
             self._create_failed,
             callbackArgs=(request, info, warnings),
-            errbackArgs=(request, info, target, internal, meta, manager, warnings),
+            # The context of the request (its trace span) for the retries' storage calls.
+            errbackArgs=(request, info, target, internal, meta, manager, warnings, copy_context()),
         )
         return d.addErrback(self._to_status, request)
 
@@ -608,8 +610,10 @@ class EventsAPI:
         meta: dict[str, Any],
         manager: str,
         warnings: list[str],
+        context: Context,
     ) -> Any:
-        """A taken generated name: the remaining attempts, as :meth:`_create_attempts`."""
+        """A taken generated name: the remaining attempts, as :meth:`_create_attempts`, in
+        the request's context (as if they had run in :meth:`create`'s coroutine)."""
         error = failure.value
         if (
             not isinstance(error, errors.StatusError)
@@ -617,10 +621,11 @@ class EventsAPI:
             or _attempts(meta) == 1
         ):
             return failure
-        return Deferred.fromCoroutine(
+        return context.run(
+            Deferred.fromCoroutine,
             self._create_attempts(
                 request, info, target, internal, meta, manager, warnings, False, 1
-            )
+            ),
         )
 
     def _prepare_create(self, internal: Obj, manager: str) -> None:
