@@ -464,27 +464,41 @@ class App:
         timeout = self.policy.request_timeout if info.timeout is None else info.timeout
         if not info.long_running and timeout > 0:
             timer = self.clock.callLater(timeout, self._timed_out, request, result)
-        gone = request.notifyFinish()
-        gone.addErrback(lambda _: result.cancel())
+        request.notifyFinish().addErrback(_cancel, result)
+        # Bound methods with arguments rather than closures made per request, and the
+        # handler's own Deferred rather than a maybeDeferred wrapper when it is one.
+        answer = result if type(result) is Deferred else maybeDeferred(lambda: result)
+        answer.addCallbacks(
+            self._done,
+            self._failed_late,
+            callbackArgs=(request, info, timer),
+            errbackArgs=(request, info, timer),
+        )
 
-        def done(value: object) -> None:
-            if timer is not None and timer.active():
-                timer.cancel()
-            if request.finished or request._disconnected:
-                return
-            if isinstance(value, Response):
-                self._answer(request, info, value)
-            elif value is not STREAMING:
-                self._internal_error(request, Failure(TypeError(f"bad result {value!r}")), info)
+    def _done(
+        self, value: object, request: HTTPRequest, info: RequestInfo, timer: IDelayedCall | None
+    ) -> None:
+        if timer is not None and timer.active():
+            timer.cancel()
+        if request.finished or request._disconnected:
+            return
+        if isinstance(value, Response):
+            self._answer(request, info, value)
+        elif value is not STREAMING:
+            self._internal_error(request, Failure(TypeError(f"bad result {value!r}")), info)
 
-        def failed(failure: Failure) -> None:
-            if timer is not None and timer.active():
-                timer.cancel()
-            if request.finished or request._disconnected:
-                return
-            self._internal_error(request, failure, info)
-
-        maybeDeferred(lambda: result).addCallbacks(done, failed)
+    def _failed_late(
+        self,
+        failure: Failure,
+        request: HTTPRequest,
+        info: RequestInfo,
+        timer: IDelayedCall | None,
+    ) -> None:
+        if timer is not None and timer.active():
+            timer.cancel()
+        if request.finished or request._disconnected:
+            return
+        self._internal_error(request, failure, info)
 
     def _timed_out(self, request: HTTPRequest, result: Deferred[Any]) -> None:
         if request.finished or request._disconnected:
@@ -597,6 +611,11 @@ class App:
         if body and request.method != b"HEAD":
             request.write(body)
         request.finish()
+
+
+def _cancel(_: object, result: Deferred[Any]) -> None:
+    """The client went away: cancel the handler's Deferred (its canceller stops the work)."""
+    result.cancel()
 
 
 def _close_after(request: HTTPRequest) -> None:

@@ -27,6 +27,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import attrs
+from twisted.internet.defer import Deferred
+from twisted.python.failure import Failure
 
 from apiserver.apimachinery import errors
 from apiserver.gocompat.quote import go_quote
@@ -138,6 +140,11 @@ def metadata(obj: Obj) -> dict[str, Any]:
         meta = {}
         obj["metadata"] = meta
     return meta
+
+
+def _set_revision(kv: KeyValue, obj: Obj) -> Obj:
+    metadata(obj)["resourceVersion"] = str(kv.mod_revision)
+    return obj
 
 
 class Registry:
@@ -503,6 +510,28 @@ class Registry:
             raise errors.already_exists(self.group_resource, name) from None
         meta["resourceVersion"] = str(kv.mod_revision)
         return obj
+
+    @property
+    def creates_now(self) -> bool:
+        """Whether :meth:`create_now` can start a write at once: values are not sealed
+        (encryption at rest may have to wait for its KMS plugin)."""
+        return self._transformer is None
+
+    def create_now(self, obj: Obj) -> Deferred[Obj]:
+        """:meth:`create` (not a dry run, values not sealed: :attr:`creates_now`) as the
+        store's Deferred with two callbacks instead of a coroutine, for the create handler's
+        fast path; the same bytes, key, TTL, errors and ``resourceVersion``."""
+        meta = metadata(obj)
+        data = self.encode(obj)
+        d = self.store.create(self.key(meta.get("namespace", ""), meta["name"]), data, self.ttl())
+        return d.addCallbacks(
+            _set_revision, self._exists, callbackArgs=(obj,), errbackArgs=(meta["name"],)
+        )
+
+    def _exists(self, failure: Failure, name: str) -> Failure:
+        if failure.check(KeyExistsError):
+            raise errors.already_exists(self.group_resource, name) from None
+        return failure
 
     async def guaranteed_update(
         self,

@@ -603,3 +603,37 @@ def test_canonical_fast_path_agrees_with_go_parser(value: str) -> None:
         return
     internal = c.v1_to_internal({"eventTime" if micro else "deprecatedFirstTimestamp": value})
     assert internal.get("eventTime" if micro else "firstTimestamp") == expected
+
+
+def _reference_canonical(value: str) -> str | None:
+    """What the canonical-time shortcut must answer: the value when it names a real instant
+    ("" for the zero time), else None (left to the general parser)."""
+    import datetime as dt
+
+    try:
+        parsed = dt.datetime.strptime(value[:19], "%Y-%m-%dT%H:%M:%S")
+    except ValueError:
+        return None
+    zero = parsed == dt.datetime(1, 1, 1) and value[19:] in ("Z", ".000000Z")
+    return "" if zero else value
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "0001-01-01T00:00:00.000000Z",
+        "0001-01-01T00:00:00.000001Z",
+        "2024-02-29T23:59:59.500000Z",
+        "2023-02-29T00:00:00.000000Z",
+        "2024-04-31T00:00:00.000000Z",
+        "2024-13-01T00:00:00.000000Z",
+        "2024-12-31T24:00:00.000000Z",
+        "2024-12-31T23:60:00.000000Z",
+        "2024-12-31T23:59:60.000000Z",
+        "0000-01-01T00:00:00.000000Z",
+    ],
+)
+def test_canonical_micro_time_shortcut(value: str) -> None:
+    assert c._canonical_time(value, True) == _reference_canonical(value)
+    whole = value[:19] + "Z"
+    assert c._canonical_time(whole, False) == _reference_canonical(whole)
