@@ -9,10 +9,7 @@ import signal
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from pathlib import Path
-
-import pytest
+from collections.abc import Callable
 
 from tests.integration.api_fixtures import event_body
 from tests.integration.daemon import Daemon
@@ -30,19 +27,6 @@ def post(daemon: Daemon, name: str, namespace: str = "default", timeout: float =
         timeout=timeout,
     )
     return status
-
-
-@pytest.fixture
-def etcd(tmp_path: Path) -> Iterator[EtcdServer]:
-    if ETCD is None:
-        pytest.skip("etcd (Debian etcd-server) is not installed")
-    server = EtcdServer(str(tmp_path / "etcd"))
-    server.start()
-    try:
-        yield server
-    finally:
-        server.resume() if hasattr(server, "resume") else None
-        server.stop()
 
 
 def test_kill_9_keeps_every_acknowledged_write(start_daemon: Callable[..., Daemon]) -> None:

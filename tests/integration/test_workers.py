@@ -10,13 +10,12 @@ import http.client
 import json
 import os
 import re
-import shutil
 import signal
 import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -26,18 +25,6 @@ from tests.integration.daemon import Daemon
 from tests.storage.etcdserver import EtcdServer
 
 EVENTS = "/apis/events.k8s.io/v1/namespaces/{ns}/events"
-
-
-@pytest.fixture
-def etcd(tmp_path: Path) -> Iterator[EtcdServer]:
-    if shutil.which("etcd") is None:
-        pytest.skip("etcd (Debian etcd-server) is not installed")
-    server = EtcdServer(str(tmp_path / "etcd"))
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def backend_args(backend: str, request: pytest.FixtureRequest) -> list[str]:

@@ -45,17 +45,23 @@ _LEVEL_ORDER = {"None": 0, "Metadata": 1, "Request": 2, "RequestResponse": 3}
 _second_cache: list[Any] = [None, ""]
 
 
+def _whole_and_micros(seconds: float) -> tuple[int, int]:
+    """The whole seconds and the microseconds of a Unix time, rounded to the nearest
+    microsecond (``int(x + 0.5)``: ``round`` costs twice as much)."""
+    whole = int(seconds // 1)
+    micros = int((seconds - whole) * 1_000_000 + 0.5)
+    if micros >= 1_000_000:
+        return whole + 1, micros - 1_000_000
+    return whole, micros
+
+
 def micro_time(seconds: float) -> str:
     """``metav1.MicroTime`` of a Unix time: RFC 3339, six fraction digits, UTC.
 
     Every request formats two or three of these, mostly within the same second: the
     whole-second part (Go's RFC 3339 layout) is kept for the last second seen.
     """
-    whole = int(seconds // 1)
-    # Rounded to the nearest microsecond (``int(x + 0.5)``: ``round`` costs twice as much).
-    micros = int((seconds - whole) * 1_000_000 + 0.5)
-    if micros >= 1_000_000:
-        whole, micros = whole + 1, micros - 1_000_000
+    whole, micros = _whole_and_micros(seconds)
     cache = _second_cache
     if cache[0] != whole:
         cache[1] = format_rfc3339(datetime.fromtimestamp(whole, UTC))[:-1] + "."
@@ -73,10 +79,7 @@ _second_cache_bytes: list[Any] = [None, b""]
 def micro_time_bytes(seconds: float) -> bytes:
     """:func:`micro_time` encoded, for the lines written from templates
     (apiserver.audit.templates), without the text in between."""
-    whole = int(seconds // 1)
-    micros = int((seconds - whole) * 1_000_000 + 0.5)
-    if micros >= 1_000_000:
-        whole, micros = whole + 1, micros - 1_000_000
+    whole, micros = _whole_and_micros(seconds)
     cache = _second_cache_bytes
     if cache[0] != whole:
         cache[1] = micro_time(whole)[:-7].encode()  # up to the seconds' "."
