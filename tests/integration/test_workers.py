@@ -83,7 +83,7 @@ def test_a_watch_on_one_worker_sees_every_write_through_the_others_in_order(
 ) -> None:
     daemon = start_daemon([f"--workers={workers}", *backend_args(backend, request)])
     assert len(worker_pids(daemon)) == workers
-    assert len(workers_answering(daemon)) >= 2
+    wait_for(lambda: len(workers_answering(daemon, 10)) >= 2, 30, "two workers answering")
     ns = "w-" + uuid.uuid4().hex[:6]
     _, _, body = daemon.get(EVENTS.format(ns=ns))
     rv = json.loads(body)["metadata"]["resourceVersion"]
@@ -119,6 +119,7 @@ def test_kill_9_of_a_worker_under_load(
     start_daemon: Callable[..., Daemon], request: pytest.FixtureRequest, backend: str
 ) -> None:
     daemon = start_daemon(["--workers=2", *backend_args(backend, request)])
+    wait_for(lambda: len(workers_answering(daemon, 10)) == 2, 30, "both workers answering")
     ns = "k-" + uuid.uuid4().hex[:6]
     acknowledged: list[str] = []
     failures: list[str] = []
@@ -171,6 +172,8 @@ def test_sigterm_runs_the_graceful_shutdown_in_every_worker(
         ["--workers=2", "--shutdown-delay-duration=8s", *backend_args(backend, request)]
     )
     pids = worker_pids(daemon)
+    # The daemon is ready once one worker answers: wait for both before the signal.
+    wait_for(lambda: len(workers_answering(daemon, 10)) == 2, 30, "both workers answering")
     daemon.signal(signal.SIGTERM)
     # During the shutdown delay every worker still serves, and its readyz fails.
     seen: set[bytes] = set()
@@ -262,6 +265,7 @@ def test_each_worker_writes_its_own_audit_log(
             f"--audit-log-path={logs / 'audit.log'}",
         ]
     )
+    wait_for(lambda: len(workers_answering(daemon, 10)) == 2, 30, "both workers answering")
     ns = "a-" + uuid.uuid4().hex[:6]
     ids = []
     for index in range(20):  # one connection each: both workers answer some
