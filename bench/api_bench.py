@@ -294,7 +294,25 @@ def start_daemon(
         )
     server = Server("apiserver", port, proc, log_path)
     server.wait_ready("/readyz")
+    workers = [flag.partition("=")[2] for flag in extra if flag.startswith("--workers=")]
+    if workers and workers[-1].isdigit() and int(workers[-1]) > 1:
+        wait_for_workers(server, int(workers[-1]))
     return server
+
+
+def wait_for_workers(server: Server, count: int, timeout: float = 40.0) -> None:
+    """With ``--workers``, /readyz answers once one worker listens: wait until every worker
+    answers (``apiserver_worker_info`` over fresh connections), so that the load generator's
+    connections, opened at its start, are spread over all of them."""
+    seen: set[bytes] = set()
+    deadline = time.monotonic() + timeout
+    while len(seen) < count:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"only workers {sorted(seen)} of {count} answered")
+        status, body = request(server, "GET", "/metrics", timeout=5)
+        match = re.search(rb'apiserver_worker_info\{worker="(\d+)"', body)
+        if status == 200 and match is not None:
+            seen.add(match.group(1))
 
 
 def start_etcd(workdir: Path) -> Any:
@@ -439,20 +457,21 @@ def events_api_status(server: Server) -> tuple[int, str]:
 
 
 def prepare_data(server: Server) -> None:
-    """One event to GET, and exactly LIST_SIZE events in the list namespace."""
+    """One event to GET, and exactly LIST_SIZE events in the list namespace (already there
+    when the store outlives the daemon: an etcd shared by the rounds of ab_bench.py)."""
     conn = server.connection()
     try:
         status, body = request(
             server, "POST", events_path(GET_NS), event_body(GET_NS, GET_NAME), conn=conn
         )
-        if status != 201:
+        if status not in (201, 409):
             raise RuntimeError(f"create {GET_NAME}: {status} {body[:300]!r}")
         for index in range(LIST_SIZE):
             name = f"e-{index:04d}"
             status, body = request(
                 server, "POST", events_path(LIST_NS), event_body(LIST_NS, name), conn=conn
             )
-            if status != 201:
+            if status not in (201, 409):
                 raise RuntimeError(f"create {name}: {status} {body[:300]!r}")
         status, body = request(server, "GET", events_path(LIST_NS), conn=conn)
         items = json.loads(body).get("items", []) if status == 200 else []
