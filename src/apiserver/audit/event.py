@@ -40,6 +40,9 @@ CLOSED_EARLY_STATUS: dict[str, Any] = {
     "code": 200,
 }
 _LEVEL_ORDER = {"None": 0, "Metadata": 1, "Request": 2, "RequestResponse": 3}
+#: Verbs whose body is the object (``LogRequestObject`` in handlers/create.go, update.go):
+#: it completes the object reference at every level and is kept from Request on.
+OBJECT_VERBS = frozenset({"create", "update"})
 
 
 _second_cache: list[Any] = [None, ""]

@@ -48,6 +48,7 @@ from apiserver.audit.buffered import BufferedSink
 from apiserver.audit.encoding import encode_event
 from apiserver.audit.event import (
     CLOSED_EARLY_STATUS,
+    OBJECT_VERBS,
     AuditRecord,
     decode_json_object,
     level_at_least,
@@ -63,12 +64,9 @@ from apiserver.http.response import Response
 log = Logger()
 
 STORE_FAILED = "failed to store audit event"
-#: Verbs whose body is the object (``LogRequestObject`` in handlers/create.go, update.go):
-#: it fills the object reference at every level and is kept from Request on.
-_OBJECT_VERBS = frozenset({"create", "update"})
 #: Verbs whose body is kept from Request on (a patch, DeleteOptions).
 _BODY_VERBS = frozenset({"patch", "delete", "deletecollection"})
-_BODY_LOGGING_VERBS = _OBJECT_VERBS | _BODY_VERBS
+_BODY_LOGGING_VERBS = OBJECT_VERBS | _BODY_VERBS
 
 
 class FilterMetrics(AuditMetrics, Protocol):
@@ -156,7 +154,7 @@ class AuditStage:
     def _read_request_object(self, request: HTTPRequest, record: AuditRecord, level: Level) -> None:
         """The body as the handler will decode it: JSON only (the REST layer's default)."""
         verb = record.verb
-        if verb not in _OBJECT_VERBS and not (
+        if verb not in OBJECT_VERBS and not (
             verb in _BODY_VERBS and level_at_least(level, "Request")
         ):
             return

@@ -32,7 +32,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from apiserver.audit.event import AuditRecord, micro_time_bytes, peer_host
+from apiserver.audit.event import OBJECT_VERBS, AuditRecord, micro_time_bytes, peer_host
 from apiserver.audit.interface import AuditEvent
 
 __all__ = ["EventLines"]
@@ -45,8 +45,6 @@ _MARK = re.compile(rb'"\\u000([1-5])"')
 #: Audit IDs written as they are (the server's UUIDs; a client's own ``Audit-Id`` header
 #: with anything else goes the encoder's way).
 _PLAIN_ID = re.compile(r"[0-9A-Za-z._:-]{1,128}")
-#: Verbs whose object reference is completed from the request body (``LogRequestObject``).
-_BODY_OBJECT_VERBS = frozenset({"create", "update"})
 #: Templates kept; cleared when full (a server sees a bounded set of request shapes;
 #: unique URIs only cost a miss).
 MAX_TEMPLATES = 2048
@@ -150,7 +148,7 @@ class EventLines:
         received = request.requestHeaders._rawHeaders  # by canonical name (event.user_agent)
         user = record.user_info
         if (
-            record.verb in _BODY_OBJECT_VERBS
+            record.verb in OBJECT_VERBS
             or b"X-Forwarded-For" in received
             or b"X-Real-Ip" in received
         ):
