@@ -100,6 +100,14 @@ class Raw:
         finally:
             self.sock.setblocking(True)
 
+    def read_to_close(self) -> None:
+        """Take everything until the server closes the connection (or the socket fails)."""
+        try:
+            while chunk := self.sock.recv(65536):
+                self.received += chunk
+        except OSError:
+            pass
+
     def answered(self) -> bool:
         head, sep, body = self.received.partition(b"\r\n\r\n")
         if not sep:
@@ -206,11 +214,7 @@ def test_h1_head_budget_counts_whitespace_on_the_wire(daemon: Daemon) -> None:
     try:
         raw.try_send(b"GET /livez HTTP/1.1\r\nHost: x\r\n" + fields + b"\r\n")
         raw.poll()
-        try:
-            while chunk := raw.sock.recv(65536):
-                raw.received += chunk
-        except OSError:
-            pass
+        raw.read_to_close()
     finally:
         raw.close()
     assert raw.received.startswith(b"HTTP/1.1 431 Request Header Fields Too Large\r\n")
@@ -220,11 +224,7 @@ def test_h1_request_line_without_version_is_400(daemon: Daemon) -> None:
     raw = Raw(daemon)
     try:
         raw.try_send(b"GET /livez\r\n\r\n")
-        try:
-            while chunk := raw.sock.recv(65536):
-                raw.received += chunk
-        except OSError:
-            pass
+        raw.read_to_close()
     finally:
         raw.close()
     assert raw.received.startswith(b"HTTP/1.1 400 Bad Request\r\n")
