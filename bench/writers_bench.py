@@ -23,7 +23,6 @@ writes nothing: the lead copies figures into bench/RESULTS.md.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import itertools
 import json
 import os
@@ -70,7 +69,8 @@ def child(args: argparse.Namespace) -> int:
             async def writer() -> None:
                 nonlocal done
                 while time.monotonic() < deadline:
-                    key = f"/bench/{args.index}/{next(counter):08d}".encode()
+                    # By measurement too: one etcd serves every measurement of a run.
+                    key = f"/bench/{args.count}/{args.index}/{next(counter):08d}".encode()
                     await store.create(key, VALUE)
                     done += 1
 
@@ -85,17 +85,6 @@ def child(args: argparse.Namespace) -> int:
 
     task.react(lambda reactor: defer.ensureDeferred(run(reactor)))
     return 0
-
-
-def start_etcd(workdir: Path) -> Any:
-    path = REPO / "tests" / "storage" / "etcdserver.py"
-    spec = importlib.util.spec_from_file_location("_writers_bench_etcdserver", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    server = module.EtcdServer(str(workdir / "etcd"))
-    server.start()
-    return server
 
 
 def measure(args: argparse.Namespace, count: int, tmp: Path, etcd: Any) -> tuple[float, int]:
@@ -161,7 +150,9 @@ def main(argv: list[str] | None = None) -> int:
         tmp = Path(name)
         try:
             if args.backend == "etcd3":
-                etcd = start_etcd(tmp)
+                import api_bench  # this directory: its launcher of the tests' etcd
+
+                etcd = api_bench.start_etcd(tmp / "etcd")
             rows = []
             base = 0.0
             for count in counts:
