@@ -469,10 +469,7 @@ def _read_replay(
         if not upper:
             upper = rev
         rows = conn.execute(
-            "SELECT l.id, l.name, l.created, l.deleted, l.create_revision, l.lease, l.value, "
-            "l.prev_revision, p.value, p.lease FROM log l "
-            "LEFT JOIN log p ON p.id = l.prev_revision "
-            f"WHERE l.id >= ? AND l.id <= ? AND {_name_bounds('l.name', hi)} "
+            _EVENT_ROWS + f"WHERE l.id >= ? AND l.id <= ? AND {_name_bounds('l.name', hi)} "
             "ORDER BY l.id LIMIT ?",
             (start, upper, *bounds, limit),
         ).fetchall()
@@ -496,16 +493,22 @@ def _read_tail(
                 revision=compact_rev,
             )
         rows = conn.execute(
-            "SELECT l.id, l.name, l.created, l.deleted, l.create_revision, l.lease, l.value, "
-            "l.prev_revision, p.value, p.lease FROM log l "
-            "LEFT JOIN log p ON p.id = l.prev_revision "
-            "WHERE l.id >= ? AND l.id <= ? ORDER BY l.id LIMIT ?",
+            _EVENT_ROWS + "WHERE l.id >= ? AND l.id <= ? ORDER BY l.id LIMIT ?",
             (start, rev, limit),
         ).fetchall()
     finally:
         conn.execute("COMMIT")
     last = rows[-1][0] if len(rows) >= limit else 0
     return _events(rows), rev, compact_rev, last
+
+
+#: The log rows :func:`_events` reads, each with its predecessor's value and lease joined
+#: (a WHERE clause follows).
+_EVENT_ROWS = (
+    "SELECT l.id, l.name, l.created, l.deleted, l.create_revision, l.lease, l.value, "
+    "l.prev_revision, p.value, p.lease FROM log l "
+    "LEFT JOIN log p ON p.id = l.prev_revision "
+)
 
 
 def _events(rows: Sequence[Any]) -> list[WatchEvent]:
