@@ -43,6 +43,7 @@ so ``error converting YAML to JSON: yaml: {error}`` reads as kube-apiserver's an
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import yaml
@@ -270,10 +271,12 @@ def _nesting(error: yaml.YAMLError) -> YAMLBoundError | None:
     return None
 
 
-def _node(instance: Any, single: bool, deep: bool) -> yaml.Node | None:
-    """The next (or single) node, libyaml's depth error worded as go-yaml's."""
+@contextmanager
+def _go_words() -> Iterator[None]:
+    """A load's depth errors worded as go-yaml's: libyaml's nesting refusal
+    (:func:`_nesting`), and a RecursionError of a pure-Python loader or of the constructor."""
     try:
-        node: yaml.Node | None = instance.get_single_node() if single else instance.get_node()
+        yield
     except RecursionError:
         raise YAMLBoundError("exceeded max depth") from None
     except yaml.YAMLError as error:
@@ -281,6 +284,12 @@ def _node(instance: Any, single: bool, deep: bool) -> yaml.Node | None:
         if bound is None:
             raise
         raise bound from None
+
+
+def _node(instance: Any, single: bool, deep: bool) -> yaml.Node | None:
+    """The next (or single) node, the loader's depth errors worded as go-yaml's."""
+    with _go_words():
+        node: yaml.Node | None = instance.get_single_node() if single else instance.get_node()
     if node is not None and deep:
         check_depth(node)
     return node
@@ -303,9 +312,8 @@ def load_single(instance: Any, *, deep: bool = False) -> Any:
     """One YAML document from a loader instance (its ``get_single_data``), bounded; the
     instance is disposed of. ``deep``: the document may nest past go-yaml's flow limit."""
     try:
-        return _construct(instance, _node(instance, True, deep))
-    except RecursionError:
-        raise YAMLBoundError("exceeded max depth") from None
+        with _go_words():
+            return _construct(instance, _node(instance, True, deep))
     finally:
         instance.dispose()
 
@@ -316,15 +324,9 @@ def load_all(data: str | bytes, loader: Any = LOADER) -> Iterator[Any]:
     instance = loader(data)
     deep = _may_nest_past(data)
     try:
-        while instance.check_node():
-            yield _construct(instance, _node(instance, False, deep))
-    except RecursionError:
-        raise YAMLBoundError("exceeded max depth") from None
-    except yaml.YAMLError as error:
-        bound = _nesting(error)
-        if bound is None:
-            raise
-        raise bound from None
+        with _go_words():
+            while instance.check_node():
+                yield _construct(instance, _node(instance, False, deep))
     finally:
         instance.dispose()
 
