@@ -8,6 +8,7 @@ import subprocess
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import pytest_twisted
@@ -18,6 +19,7 @@ from twisted.internet.threads import deferToThread
 
 from apiserver.storage.interface import UnavailableError, WatchEvent
 from apiserver.storage.sqlite import SqliteStore
+from apiserver.storage.sqlite import store as store_module
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -117,6 +119,42 @@ async def test_a_write_is_acknowledged_after_its_worker_dispatched_it(
     # b's own write is in its watches by the time b answers, after a's (no gap, in order).
     assert [e.kv.key for e in seen][-1] == b"/ack/y"
     assert [e.kv.mod_revision for e in seen] == [kv.mod_revision - 1, kv.mod_revision]
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_worker_answers_its_own_writes_without_reading_them_back(
+    pair: tuple[SqliteStore, SqliteStore],
+) -> None:
+    """Once a worker has dispatched everything before its batch, the batch's own events are
+    the log's next rows: they go to its watches without a read of the file; a sibling's
+    commit in between still goes through the log, in order."""
+    a, b = pair
+    seen: list[WatchEvent] = []
+    b.watch(b"/own/", 0, seen.append)
+    first = await a.create(b"/own/a0", b"v")
+    await _collect(seen, 1)  # b has followed a's commit
+    tails: list[int] = []
+    read = b._in_reader
+
+    def counting(fn: Any, args: tuple[Any, ...]) -> Any:
+        if fn is store_module._read_tail:
+            tails.append(args[0])
+        return read(fn, args)
+
+    b._in_reader = counting  # type: ignore[method-assign]
+    written = [first.mod_revision]
+    for n in range(5):
+        kv = await b.create(f"/own/b{n}".encode(), b"v")
+        written.append(kv.mod_revision)
+    assert tails == []
+    assert [e.kv.mod_revision for e in seen] == written
+    # A sibling's commit b has not read yet: b's next write waits for the log.
+    b._feed.stop()  # type: ignore[union-attr]  # b hears of a's commit only from the log
+    kv = await a.create(b"/own/a1", b"v")
+    written.append(kv.mod_revision)
+    kv = await b.create(b"/own/b5", b"v")
+    written.append(kv.mod_revision)
+    assert tails and [e.kv.mod_revision for e in seen] == written
 
 
 @pytest_twisted.ensureDeferred
