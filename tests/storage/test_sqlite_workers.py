@@ -158,6 +158,68 @@ async def test_a_worker_answers_its_own_writes_without_reading_them_back(
 
 
 @pytest_twisted.ensureDeferred
+async def test_a_sibling_reads_a_commit_only_once_it_is_on_disk(
+    pair: tuple[SqliteStore, SqliteStore],
+) -> None:
+    """Workers commit under the write lock without waiting for the disk and fsync after it;
+    the shared revision moves only after the fsync, and a sibling's tail reads no further."""
+    a, b = pair
+    seen: list[WatchEvent] = []
+    b.watch(b"/d/", 0, seen.append)
+    b._feed.stop()  # type: ignore[union-attr]  # b reads only when told to, below
+    shared = a._shared_rev
+    assert shared is not None
+    advance = shared.advance
+    shared.advance = lambda revision: None  # type: ignore[method-assign]  # "not synced yet"
+    try:
+        kv = await a.create(b"/d/x", b"v")
+    finally:
+        shared.advance = advance  # type: ignore[method-assign]
+    assert b.committed_revision() < kv.mod_revision
+    b._tail()
+    assert seen == []  # committed, but not yet known to be on disk
+    shared.advance(kv.mod_revision)
+    b._tail()
+    assert [e.kv.mod_revision for e in seen] == [kv.mod_revision]
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_commit_the_disk_refuses_to_sync_fails_its_callers(
+    pair: tuple[SqliteStore, SqliteStore], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a, _ = pair
+    calls: list[int] = []
+
+    def refuse(fd: int) -> None:
+        calls.append(fd)
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(store_module.os, "fsync", refuse)
+    with pytest.raises(UnavailableError, match="could not be synced to disk"):
+        await a.create(b"/s/x", b"v")
+    assert calls
+    monkeypatch.undo()
+    kv = await a.create(b"/s/y", b"v")  # the store goes on
+    assert (await a.get(b"/s/y")).mod_revision == kv.mod_revision
+
+
+def test_the_shared_revision_only_moves_forward(tmp_path: Path) -> None:
+    from apiserver.storage.sqlite.feed import SharedRevision
+
+    db = str(tmp_path / "store.db")
+    one, two = SharedRevision(db), SharedRevision(db)
+    try:
+        one.advance(12)
+        two.advance(10)  # a slower writer's older commit, synced later
+        assert one.get() == two.get() == 12
+        two.advance(13)
+        assert one.get() == 13
+    finally:
+        one.close()
+        two.close()
+
+
+@pytest_twisted.ensureDeferred
 async def test_a_lone_server_cannot_open_a_file_its_workers_use(
     pair: tuple[SqliteStore, SqliteStore], tmp_path: Path
 ) -> None:

@@ -19,6 +19,7 @@ notice only says when to read it.
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import hashlib
 import mmap
 import os
@@ -125,9 +126,10 @@ class SharedRevision:
     """The newest committed revision of the file, readable without a system call.
 
     An 8-byte counter in a memory-mapped file beside the database (``<path>.rev``): the
-    committing writer stores its revision there right after COMMIT, while it still holds
-    the write lock (so stores are in revision order) and before any caller hears of the
-    write; every worker reads it synchronously. With it a worker's watch cache can prove
+    committing writer stores its revision there once its commit is on disk (the fsync after
+    the write lock, see ``SqliteStore``) and before any caller hears of the write; every
+    worker reads it synchronously. Every revision up to it is durable: a commit's fsync
+    also covers every commit before it in the log. With it a worker's watch cache can prove
     itself current (``StoreCapabilities.committed_revision``: cache revision >= this) and
     answer reads from memory, as a lone server does, instead of reading the file for every
     get. The counter is one aligned 64-bit word, written and read by single machine
@@ -142,19 +144,32 @@ class SharedRevision:
             if os.fstat(fd).st_size < 8:
                 os.ftruncate(fd, 8)
             self._map = mmap.mmap(fd, 8)
-        finally:
+        except BaseException:
             os.close(fd)
+            raise
+        #: Kept open: its kernel lock makes :meth:`advance`'s compare-and-store atomic
+        #: between processes.
+        self._fd = fd
         self._word = ctypes.c_uint64.from_buffer(self._map)
 
     def get(self) -> int:
         return int(self._word.value)
 
     def advance(self, revision: int) -> None:
-        """Store ``revision`` unless the counter is already past it (writer thread, under
-        the write lock)."""
-        if revision > self._word.value:
-            self._word.value = revision
+        """Store ``revision`` unless the counter is already past it (writer threads, after
+        their commit is on disk; two processes may race, so the compare and the store run
+        under the file's lock)."""
+        word = self._word
+        if revision <= word.value:
+            return
+        fcntl.flock(self._fd, fcntl.LOCK_EX)
+        try:
+            if revision > word.value:
+                word.value = revision
+        finally:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
 
     def close(self) -> None:
         del self._word
         self._map.close()
+        os.close(self._fd)

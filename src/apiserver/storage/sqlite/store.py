@@ -558,15 +558,26 @@ def _read_replay(
     return _events(rows), upper, (rows[-1][0] if len(rows) >= limit else 0)
 
 
+def _sync_dir(path: str) -> None:
+    """fsync a directory, so the names of the files made in it survive a crash."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def _read_tail(
-    conn: sqlite3.Connection, start: int, limit: int
+    conn: sqlite3.Connection, start: int, limit: int, durable: int
 ) -> tuple[list[WatchEvent], int, int, int]:
     """The change feed's read (``--workers``): every event from ``start`` on, at most
-    ``limit``. Returns (events, revision read up to, compacted revision, last revision
+    ``limit``, up to the ``durable`` revision (a sibling's commit is read once its fsync
+    is done). Returns (events, revision read up to, compacted revision, last revision
     examined or 0 if done). Raises CompactedError when ``start`` was compacted away."""
     conn.execute("BEGIN")
     try:
         rev, compact_rev = schema.read_revisions(conn)
+        rev = min(rev, durable)
         if start < compact_rev:
             raise CompactedError(
                 f"change feed from revision {start}: compacted (compacted revision {compact_rev})",
@@ -722,10 +733,11 @@ class SqliteStore:
     dispatched revision, in order, so no gap), woken by the committing sibling's datagram
     (:mod:`apiserver.storage.sqlite.feed`) and every ``TAIL_INTERVAL`` seconds, read on the
     reactor thread a page at a time; a writer is answered once its revision was dispatched
-    here (at once, without reading the log, when nothing of a sibling came in between). :meth:`committed_revision` and
-    :meth:`current_revision` read the file's newest committed revision from a counter the
-    writers share (:class:`~apiserver.storage.sqlite.feed.SharedRevision`), so the watch
-    cache answers from memory once it has caught up, and reads the file while it has not.
+    here (at once, without reading the log, when nothing of a sibling came in between).
+    :meth:`committed_revision` and :meth:`current_revision` read the file's newest committed
+    revision from a counter the writers share
+    (:class:`~apiserver.storage.sqlite.feed.SharedRevision`), so the watch cache answers from
+    memory once it has caught up, and reads the file while it has not.
     Nothing of this runs with one worker.
     """
 
@@ -899,6 +911,10 @@ class SqliteStore:
                 )
             conn, rev, compact_rev = schema.open_writer(self._path)
             if shared:
+                # The commit's fsync moves out of the write lock (``_sync_log`` after it),
+                # so siblings commit while this one waits for the disk.
+                conn.execute("PRAGMA synchronous = NORMAL")
+                _sync_dir(self._dir)  # the WAL's own name, once (SQLite's FULL does it)
                 shared_rev = SharedRevision(self._path)
                 fcntl.flock(write_fd, fcntl.LOCK_EX)
                 try:
@@ -913,24 +929,23 @@ class SqliteStore:
             call(self._open_failed, Failure())
             return
         writer = _Writer(conn, rev, compact_rev, shared=shared)
-        feed = self._feed
+        syncer: queue.SimpleQueue[Any] | None = None
+        sync_thread: threading.Thread | None = None
+        if shared:
+            syncer = queue.SimpleQueue()
+            sync_thread = threading.Thread(
+                target=self._syncer_main,
+                args=(syncer,),
+                name=f"sqlite-syncer:{os.path.basename(self._path)}",
+                daemon=True,
+            )
+            sync_thread.start()
         call(self._opened, rev, compact_rev)
         stopping = False
         try:
             while not stopping:
-                item = self._queue.get()
                 batch: list[_Op] = []
-                while True:
-                    if item is _STOP:
-                        stopping = True
-                        break
-                    batch.append(item)
-                    if len(batch) >= self._max_batch:
-                        break
-                    try:
-                        item = self._queue.get_nowait()
-                    except queue.Empty:
-                        break
+                stopping = self._take(batch, self._queue.get())
                 if batch:
                     if write_fd < 0:
                         events = self._run(writer, batch)
@@ -939,13 +954,23 @@ class SqliteStore:
                         # once when it is free, rather than on SQLite's sleeping busy handler.
                         fcntl.flock(write_fd, fcntl.LOCK_EX)
                         try:
+                            # What queued while a sibling held the lock joins this commit:
+                            # the lock is the bottleneck, so each turn takes all it can.
+                            if not stopping and len(batch) < self._max_batch:
+                                try:
+                                    item = self._queue.get_nowait()
+                                except queue.Empty:
+                                    pass
+                                else:
+                                    stopping = self._take(batch, item)
                             events = self._run(writer, batch)
-                            if self._shared_rev is not None:
-                                self._shared_rev.advance(writer.rev)
                         finally:
                             fcntl.flock(write_fd, fcntl.LOCK_UN)
-                        if events and feed is not None:
-                            feed.notify()
+                        # The fsync, the notices and the answer follow on the syncer thread,
+                        # while this one takes the next batch.
+                        assert syncer is not None
+                        syncer.put((batch, events, writer.rev, writer.compact_rev, writer.base))
+                        continue
                     call(
                         self._batch_done,
                         batch,
@@ -955,6 +980,10 @@ class SqliteStore:
                         writer.base,
                     )
         finally:
+            if syncer is not None:
+                syncer.put(_STOP)
+                assert sync_thread is not None
+                sync_thread.join()
             # Anything still queued (only if the loop died) is answered rather than lost.
             leftovers: list[_Op] = []
             while True:
@@ -985,6 +1014,77 @@ class SqliteStore:
             if write_fd >= 0:
                 os.close(write_fd)
             call(self._writer_done.callback, None)
+
+    def _syncer_main(self, pending: queue.SimpleQueue[Any]) -> None:
+        """Make committed batches durable, then announce and answer them (several workers).
+
+        The workers' writers commit with ``synchronous=NORMAL`` under the write lock and
+        hand the batch here: this thread fsyncs the WAL once for every batch that queued
+        meanwhile (a group commit: one fsync covers every commit appended before it), while
+        the writer commits the next batch and the siblings take the lock, instead of the
+        lock being held through one fsync per commit. Nothing is answered, dispatched or
+        told to a sibling before the fsync returned (the shared revision moves after it),
+        so what the workers' watches and caches serve is on disk, as with
+        ``synchronous=FULL``; a crash before it loses only commits nobody was answered for
+        (the WAL replays a prefix of its commits). If the disk refuses, the batches'
+        callers get an error, as they would from a failed COMMIT.
+        """
+        call = self._reactor.callFromThread
+        shared_rev, feed = self._shared_rev, self._feed
+        stopping = False
+        while not stopping:
+            done = [pending.get()]
+            while True:
+                try:
+                    done.append(pending.get_nowait())
+                except queue.Empty:
+                    break
+            if done[-1] is _STOP:
+                done.pop()
+                stopping = True
+            if not done:
+                continue
+            self._sync_log([op for item in done for op in item[0]])
+            if shared_rev is not None:
+                shared_rev.advance(max(item[2] for item in done))
+            if feed is not None and any(item[1] for item in done):
+                feed.notify()
+            for item in done:
+                call(self._batch_done, *item)
+
+    def _sync_log(self, batch: list[_Op]) -> None:
+        """fsync the WAL (see :meth:`_syncer_main`); on failure ``batch`` fails."""
+        path = self._path + "-wal"
+        try:
+            try:
+                fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            except FileNotFoundError:
+                # Folded into the database file by a checkpoint, which synced that file.
+                return
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        except OSError as e:
+            _log.error("sqlite store {path}: cannot sync its log: {error}", path=path, error=e)
+            error = UnavailableError(f"sqlite: the commit could not be synced to disk: {e}")
+            for op in batch:
+                op.result, op.error = None, error
+
+    def _take(self, batch: list[_Op], item: Any) -> bool:
+        """Add ``item`` and whatever else is queued (up to the batch size) to ``batch``;
+        True when the stop marker came (nothing after it is taken)."""
+        queue_ = self._queue
+        while True:
+            if item is _STOP:
+                return True
+            batch.append(item)
+            if len(batch) >= self._max_batch:
+                return False
+            try:
+                item = queue_.get_nowait()
+            except queue.Empty:
+                return False
 
     def committed_revision(self) -> int:
         """The newest revision already dispatched to watchers on the reactor thread.
@@ -1096,7 +1196,8 @@ class SqliteStore:
         # in tens of microseconds, less than the two thread hand-offs a pooled read costs
         # (and its GIL convoys), and this read runs after every sibling commit.
         try:
-            result = self._in_reader(_read_tail, (self._rev + 1, TAIL_PAGE))
+            durable = self._shared_rev.get() if self._shared_rev is not None else self._rev
+            result = self._in_reader(_read_tail, (self._rev + 1, TAIL_PAGE, durable))
         except Exception:
             self._tail_failed(Failure())
             return
