@@ -194,7 +194,7 @@ async def test_a_commit_the_disk_refuses_to_sync_fails_its_callers(
         calls.append(fd)
         raise OSError(5, "Input/output error")
 
-    monkeypatch.setattr(store_module.os, "fsync", refuse)
+    monkeypatch.setattr(store_module.os, "fdatasync", refuse)
     with pytest.raises(UnavailableError, match="could not be synced to disk"):
         await a.create(b"/s/x", b"v")
     assert calls

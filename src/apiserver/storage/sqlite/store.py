@@ -1053,7 +1053,8 @@ class SqliteStore:
                 call(self._batch_done, *item)
 
     def _sync_log(self, batch: list[_Op]) -> None:
-        """fsync the WAL (see :meth:`_syncer_main`); on failure ``batch`` fails."""
+        """fdatasync the WAL, as SQLite syncs it (see :meth:`_syncer_main`); on failure
+        ``batch`` fails."""
         path = self._path + "-wal"
         try:
             try:
@@ -1062,7 +1063,7 @@ class SqliteStore:
                 # Folded into the database file by a checkpoint, which synced that file.
                 return
             try:
-                os.fsync(fd)
+                os.fdatasync(fd)
             finally:
                 os.close(fd)
         except OSError as e:
