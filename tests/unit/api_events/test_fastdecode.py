@@ -106,6 +106,11 @@ def test_usual_bodies_take_the_fast_way(body: dict[str, Any], version: str) -> N
         ("v1", {"deprecatedCount": 1.0}),
         ("v1", {"eventTime": "2025-01-01T00:00:00.5Z"}),  # a time to parse
         ("v1", {"eventTime": "2025-02-30T00:00:00.000000Z"}),  # a time that does not exist
+        ("v1", {"eventTime": "2025-01-01T24:00:00.000000Z"}),
+        ("v1", {"eventTime": "2025-01-01T00:60:00.000000Z"}),
+        ("v1", {"eventTime": "\u0662025-01-01T00:00:00.000000Z"}),  # a non-ASCII digit
+        ("v1", {"deprecatedFirstTimestamp": "2025-01-01T00:00:00.000000Z"}),  # micro for Time
+        ("v1", {"eventTime": "0000-01-01T00:00:00.000000Z"}),
         ("v1", {"kind": 1}),
         ("core", {"involvedObject": "Pod"}),
         ("core", {"note": "a"}),  # a v1 name in a core body

@@ -38,6 +38,8 @@ answers that from the raw bytes.
 
 from __future__ import annotations
 
+import datetime as _dt
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -58,6 +60,35 @@ Obj = dict[str, Any]
 FastDecoder = Callable[[Mapping[str, Any]], Obj | None]
 
 
+#: Times already in canonical wire form, ASCII digits and in-range clock fields; the date is
+#: checked apart (:func:`_known_date`). Any other spelling is the generic decoder's
+#: (:func:`.convert._canonical_time`, then Go's parse), which returns these unchanged.
+_TIME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]Z")
+_MICRO = re.compile(
+    r"[0-9]{4}-[0-9]{2}-[0-9]{2}T(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]\.[0-9]{6}Z"
+)
+#: The zero time, which decodes as unset.
+_TIME_ZERO = "0001-01-01T00:00:00Z"
+_MICRO_ZERO = "0001-01-01T00:00:00.000000Z"
+
+#: Calendar dates (``YYYY-MM-DD``) found to exist: events fall on a handful of days.
+#: Bounded; emptied when full.
+_DATES: dict[str, None] = {}
+_DATES_SIZE = 4096
+
+
+def _known_date(date: str) -> bool:
+    """Whether ``date`` (``YYYY-MM-DD``, ASCII digits) exists; remembered when it does."""
+    try:
+        _dt.date(int(date[:4]), int(date[5:7]), int(date[8:10]))
+    except ValueError:
+        return False
+    if len(_DATES) >= _DATES_SIZE:
+        _DATES.clear()
+    _DATES[date] = None
+    return True
+
+
 class _Unusual(Exception):
     """A value this module does not decode: the body goes the generic way."""
 
@@ -71,7 +102,10 @@ class _Generator:
     def __init__(self) -> None:
         self.scope: dict[str, Any] = {
             "UNUSUAL": _UNUSUAL,
-            "canonical_time": convert._canonical_time,
+            "TIME": _TIME.fullmatch,
+            "MICRO": _MICRO.fullmatch,
+            "DATES": _DATES,
+            "known_date": _known_date,
         }
         self.lines: list[str] = []
         self._names: dict[int, str] = {}
@@ -98,8 +132,8 @@ class _Generator:
             return name
         name = self._names[id(typ)] = f"struct_{len(self._names)}_{typ.name}"
         fields = self.fields(typ, strict)
-        body = [
-            f"def {name}(value):",
+        body = [f"def {name}(value):"]
+        body += [
             f"    if not isinstance(value, dict) or not value.keys() <= KNOWN_{name}:",
             "        raise UNUSUAL",
             "    get = value.get",
@@ -162,14 +196,15 @@ class _Generator:
                 f"            {into} = item",
             ]
         elif isinstance(typ, _Time):
+            zero = _MICRO_ZERO if typ.micro else _TIME_ZERO
+            pattern = "MICRO" if typ.micro else "TIME"
             lines += [
                 "    if item is not None:",
-                "        if not isinstance(item, str):",
+                f"        if not isinstance(item, str) or {pattern}(item) is None:",
                 "            raise UNUSUAL",
-                f"        item = canonical_time(item, {typ.micro})",
-                "        if item is None:",
+                "        if item[:10] not in DATES and not known_date(item[:10]):",
                 "            raise UNUSUAL",
-                "        if item:",
+                f"        if item != {zero!r}:",
                 f"            {into} = item",
             ]
         else:  # map[string]string
