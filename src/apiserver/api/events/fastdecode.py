@@ -16,11 +16,12 @@ accepts, per field type:
 
 * a string: a ``str`` (an empty one is dropped, as the generic decoder drops zero values);
 * an integer: an ``int`` in the type's range, not a ``bool`` (zero dropped);
-* a time: a string already in canonical wire form (:func:`.convert._canonical_time`; the
-  zero time dropped); any other spelling is parsed by the generic decoder;
+* a time: a string already in canonical wire form with ASCII digits, clock fields in range
+  and a date that exists (which :func:`.convert._canonical_time` returns unchanged; the zero
+  time dropped); any other spelling is the generic decoder's;
 * ``map[string]string``: an object of strings (copied; empty dropped);
-* a struct: an object whose every key is a field this module decodes (in order, empty
-  dropped), a pointer to a struct the same (kept, ``{}`` when empty);
+* a struct: an object whose every key is a field this module decodes (written in field
+  order, empty ones dropped), a pointer to a struct the same (kept, ``{}`` when empty);
 * ``null`` anywhere: the field is left unset, as in the generic decoder.
 
 Fields of other types (booleans, lists, ``FieldsV1``, pointers to scalars: ``finalizers``,
