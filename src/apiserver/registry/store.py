@@ -32,7 +32,12 @@ from twisted.python.failure import Failure
 
 from apiserver.apimachinery import errors
 from apiserver.gocompat.quote import go_quote
-from apiserver.registry.storagecodec import StorageCodecError, StorageSerializer, serializer_for
+from apiserver.registry.storagecodec import (
+    PROTOBUF,
+    StorageCodecError,
+    StorageSerializer,
+    serializer_for,
+)
 from apiserver.storage.flowcontrol import MAX_PENDING_PER_WATCHER, pausable_watch
 from apiserver.storage.interface import (
     CachedLists,
@@ -84,6 +89,10 @@ class StorageConversion:
 
     to_stored: Callable[[Obj], Obj]
     from_stored: Callable[[Obj], Obj]
+    #: With a protobuf serializer: the bytes of ``obj``'s stored shape said without
+    #: building that shape, or None where it cannot say them (``to_stored`` then does).
+    #: Why: building the stored dict was about a fifth of a create's storage encoding.
+    to_protobuf: Callable[[Obj], bytes | None] | None = None
 
 
 def type_meta_conversion(kind: str, api_version: str) -> StorageConversion:
@@ -191,6 +200,9 @@ class Registry:
         self._to_stored = self.conversion.to_stored
         self._from_stored = self.conversion.from_stored
         self._encode = self.serializer.encode
+        self._to_protobuf = (
+            self.conversion.to_protobuf if self.serializer.media_type == PROTOBUF else None
+        )
         self._decode_bytes = self.serializer.decode
         #: Encryption at rest (``--encryption-provider-config``): None costs nothing; else
         #: values are sealed on write and opened on read, the key as authenticated data,
@@ -223,6 +235,10 @@ class Registry:
 
     def encode(self, obj: Obj) -> bytes:
         """Stored bytes: the stored shape of ``obj`` (no resourceVersion), serialized."""
+        if self._to_protobuf is not None:
+            data = self._to_protobuf(obj)
+            if data is not None:
+                return data
         return self._encode(self._to_stored(obj))
 
     def decode(self, kv: KeyValue) -> Obj:

@@ -140,3 +140,33 @@ def _edit(draw: Any, body: dict[str, Any]) -> None:
 
 
 EVENT_KEYS = ("note", "reason", "action", "type", "labels", "kind", "name")
+
+
+ODD = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**64), 2**64),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.sampled_from(["", "x", "2024-01-01T00:00:00Z", "2024-13-01T00:00:00.000000Z"]),
+    st.lists(st.integers(0, 3) | st.text(max_size=2), max_size=2),
+    st.dictionaries(st.sampled_from(["a", "kind", "count"]), st.integers(0, 2), max_size=2),
+)
+
+
+@st.composite
+def odd_bodies(draw: Any) -> dict[str, Any]:
+    """Event bodies with a few values swapped for values of any JSON kind."""
+    body = draw(v1_events(unknown=True))
+    for _ in range(draw(st.integers(0, 3))):
+        node = body
+        while True:
+            children = [v for v in node.values() if isinstance(v, dict) and v] + [
+                item for v in node.values() if isinstance(v, list) for item in v if item
+            ]
+            children = [child for child in children if isinstance(child, dict)]
+            if not children or draw(st.booleans()):
+                break
+            node = draw(st.sampled_from(children))
+        keys = [*node, "series", "related", "labels", "ownerReferences", "deprecatedCount"]
+        node[draw(st.sampled_from(keys))] = draw(ODD)
+    return body

@@ -7,11 +7,22 @@ from typing import Any
 
 import orjson
 from hypothesis import given, settings
+from hypothesis import strategies as st
 from tests.unit.api_events.test_convert import internal_events
+from twisted.internet.task import Clock
 
 from apiserver.api.events import convert as c
 from apiserver.api.events import corev1
-from apiserver.registry.storagecodec import JSON_SERIALIZER, YAML_SERIALIZER, decode_any
+from apiserver.api.events.rest import GR
+from apiserver.registry.storagecodec import (
+    JSON_SERIALIZER,
+    PROTOBUF,
+    PROTOBUF_SERIALIZER,
+    YAML_SERIALIZER,
+    decode_any,
+)
+from apiserver.registry.store import Registry
+from apiserver.storage.memory.store import MemoryStore
 
 
 def _without_rv(obj: dict[str, Any]) -> dict[str, Any]:
@@ -128,3 +139,28 @@ def test_views_round_trip_losslessly(ev: dict[str, Any]) -> None:
     assert corev1.v1_to_core(corev1.core_to_v1(core)) == core
     item = corev1.v1_to_core(v1, include_type_meta=False)
     assert "kind" not in item and "apiVersion" not in item
+
+
+@settings(max_examples=300, deadline=None)
+@given(internal_events(), st.booleans())
+def test_protobuf_from_the_internal_form_is_the_stored_shapes(
+    ev: dict[str, Any], without_rv: bool
+) -> None:
+    """The registry's shortcut writes the bytes the stored shape's encoding writes."""
+    if without_rv:
+        ev = _without_rv(ev)
+    expected = PROTOBUF_SERIALIZER.encode(corev1.internal_to_stored(ev))
+    direct = corev1.internal_to_protobuf(ev)
+    meta = ev["metadata"]
+    usual = (
+        "creationTimestamp" in meta
+        and "resourceVersion" not in meta
+        and "ownerReferences" not in meta
+    )
+    assert (direct is not None) == usual
+    if direct is not None:
+        assert direct == expected
+    registry = Registry(
+        MemoryStore(Clock()), group_resource=GR, media_type=PROTOBUF, conversion=corev1.STORAGE
+    )
+    assert registry.encode(ev) == expected

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from apiserver.api.events.schema import EVENT_V1
 from apiserver.apimachinery.patch import strict_errors
 from apiserver.apimachinery.strict import find_strict_errors
-from apiserver.apimachinery.strict_fast import certainly_clean
+from apiserver.apimachinery.strict_fast import certainly_clean, no_duplicates
 
 BODY: dict[str, Any] = {
     "apiVersion": "events.k8s.io/v1",
@@ -115,3 +115,17 @@ def test_clean_means_no_problems(case: tuple[bytes, bool]) -> None:
         # Not only safe but useful: a body without problems or repeats is recognised.
         assert clean
     assert strict_errors(raw, "json", EVENT_V1, decoded=orjson.loads(raw)) == problems
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        (b'{"kind":"Event","note":"a:b"}', True),  # its own re-encoding: no count needed
+        (b'{"kind": "Event", "note": "a:b"}', True),  # spaces: counted
+        (b'{"kind":"Event","note":"a","note":"b"}', False),
+        (b'{"kind":"Event","note":"a:b","note":"b"}', False),
+        (b'{"note":"a\\u003a","note":"b"}', False),
+    ],
+)
+def test_no_duplicates(raw: bytes, expected: bool) -> None:
+    assert no_duplicates(raw, orjson.loads(raw)) is expected

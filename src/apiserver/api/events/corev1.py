@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from apiserver.api.events import convert
+from apiserver.protobuf import codec as pbcodec
 from apiserver.registry.store import StorageConversion
 
 Obj = dict[str, Any]
@@ -134,8 +135,31 @@ def stored_to_internal(stored: Obj) -> Obj:
     return out
 
 
+_TO_PROTOBUF = pbcodec.object_encoder(convert.CORE_API_VERSION, convert.KIND)
+
+
+def internal_to_protobuf(obj: Mapping[str, Any]) -> bytes | None:
+    """The protobuf value of :func:`internal_to_stored`'s shape, from ``obj`` itself, or None.
+
+    For a canonical ``obj`` the two dicts fill the core/v1 Event message alike: the stored
+    shape adds only zero values (``{}``, ``null``, ``""``, a dropped zero series count),
+    which the message's filler leaves at the zeros it starts from, and its ``kind`` and
+    ``apiVersion``, which are the envelope's. The metadata is the same dict, except where
+    :func:`_stored_meta` changes it (a ``resourceVersion`` to drop, no
+    ``creationTimestamp``, ``ownerReferences``): those go the stored shape's way (None)."""
+    meta = obj.get("metadata")
+    if (
+        not meta
+        or "creationTimestamp" not in meta
+        or "resourceVersion" in meta
+        or "ownerReferences" in meta
+    ):
+        return None
+    return _TO_PROTOBUF(obj)
+
+
 #: The registry's conversion for events.
-STORAGE = StorageConversion(internal_to_stored, stored_to_internal)
+STORAGE = StorageConversion(internal_to_stored, stored_to_internal, internal_to_protobuf)
 
 
 def v1_to_core(obj: Mapping[str, Any], *, include_type_meta: bool = True) -> Obj:

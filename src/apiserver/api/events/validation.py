@@ -116,9 +116,11 @@ def _series(ev: Mapping[str, Any]) -> list[FieldError]:
 
 #: Strings already found valid, per check: clients send the same few namespaces, reporting
 #: controllers and generateName prefixes again and again. Bounded; emptied when full.
-_KNOWN_VALID: dict[tuple[int, str], None] = {}
-_KNOWN_VALID_SIZE = 4096
+#: One memo per check, so that a hit is one ``in`` on a string (no key tuple, no call).
+_KNOWN_VALID: tuple[dict[str, None], ...] = ({}, {}, {}, {})
+_KNOWN_VALID_SIZE = 1024
 _QUALIFIED, _SUBDOMAIN, _LABEL, _PREFIX = 0, 1, 2, 3
+_QUALIFIED_OK, _SUBDOMAIN_OK, _LABEL_OK, _PREFIX_OK = _KNOWN_VALID
 _CHECKS = {
     _QUALIFIED: v.is_qualified_name,
     _SUBDOMAIN: v.is_dns1123_subdomain,
@@ -136,20 +138,17 @@ _META_RULES = (
 
 
 def _valid(check: int, value: str) -> bool:
-    key = (check, value)
-    if key in _KNOWN_VALID:
+    """Whether ``value`` passes ``check``, remembered when it does (the callers test the
+    memo first, in line)."""
+    known = _KNOWN_VALID[check]
+    if value in known:
         return True
     if _CHECKS[check](value):
         return False
-    if len(_KNOWN_VALID) >= _KNOWN_VALID_SIZE:
-        _KNOWN_VALID.clear()
-    _KNOWN_VALID[key] = None
+    if len(known) >= _KNOWN_VALID_SIZE:
+        known.clear()
+    known[value] = None
     return True
-
-
-def _short(ev: Mapping[str, Any], key: str, limit: int) -> bool:
-    value = ev.get(key)
-    return isinstance(value, str) and value.isascii() and len(value) <= limit
 
 
 def _surely_valid_v1(ev: Mapping[str, Any]) -> bool:
@@ -173,17 +172,28 @@ def _surely_valid_v1(ev: Mapping[str, Any]) -> bool:
     ):
         return False
     controller = ev.get("reportingComponent")
-    if type(controller) is not str or not controller or not _valid(_QUALIFIED, controller):
+    if (
+        type(controller) is not str
+        or not controller
+        or (controller not in _QUALIFIED_OK and not _valid(_QUALIFIED, controller))
+    ):
         return False
+    # Short ASCII strings: their length in bytes is their length.
     for key in ("reportingInstance", "action", "reason"):
-        if not ev.get(key) or not _short(ev, key, 128):
+        value = ev.get(key)
+        if not value or type(value) is not str or not value.isascii() or len(value) > 128:
             return False
-    if ev.get("message") and not _short(ev, "message", NOTE_LIMIT):
+    message = ev.get("message")
+    if message and (type(message) is not str or not message.isascii() or len(message) > NOTE_LIMIT):
         return False
-    if not _valid(_SUBDOMAIN, namespace) or not _valid(_LABEL, namespace):
+    if (namespace not in _SUBDOMAIN_OK and not _valid(_SUBDOMAIN, namespace)) or (
+        namespace not in _LABEL_OK and not _valid(_LABEL, namespace)
+    ):
         return False
     generate = meta.get("generateName")
-    if generate and (type(generate) is not str or not _valid(_PREFIX, generate)):
+    if generate and (
+        type(generate) is not str or (generate not in _PREFIX_OK and not _valid(_PREFIX, generate))
+    ):
         return False
     name = meta.get("name")
     if type(name) is not str or not name or v.name_is_dns_subdomain(name, False):

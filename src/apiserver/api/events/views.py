@@ -19,7 +19,7 @@ from typing import Any
 
 import attrs
 
-from apiserver.api.events import convert, printer, selection
+from apiserver.api.events import convert, fastdecode, printer, selection
 from apiserver.api.events.schema import EVENT_CORE_V1, EVENT_V1
 from apiserver.apimachinery import errors
 from apiserver.apimachinery.managedfields import VersionViews
@@ -62,6 +62,9 @@ class EventView:
     #: The other served versions of the same stored objects (managed fields); None: the
     #: events' (:func:`other_versions`).
     versions: VersionViews | None = None
+    #: ``to_internal`` of the usual body, generated, that also vouches for no unknown field
+    #: (:mod:`.fastdecode`); None where it cannot say, or for a resource without one.
+    decode_fast: fastdecode.FastDecoder | None = None
 
     @property
     def api_version(self) -> str:
@@ -87,6 +90,7 @@ EVENTS_V1 = EventView(
     schema=EVENT_V1,
     to_wire=_to_v1,
     to_internal=convert.v1_to_internal,
+    decode_fast=fastdecode.V1,
 )
 
 CORE_V1 = EventView(
@@ -96,6 +100,7 @@ CORE_V1 = EventView(
     schema=EVENT_CORE_V1,
     to_wire=_to_core,
     to_internal=convert.core_v1_to_internal,
+    decode_fast=fastdecode.CORE_V1,
 )
 
 
