@@ -401,15 +401,16 @@ class H1Channel(Protocol):
         if self._headBefore or len(self._feeding) > self.totalHeadersSize:
             self._headComplete()
         parser = self._parser
-        if parser.get_http_version() == "0.9":
+        # Asked once: httptools formats the text anew on every call.
+        versionText = parser.get_http_version()
+        if versionText == "0.9":
             # A request line without a version: Go's parseRequestLine refuses it
             # ("malformed HTTP request", answered 400), where llhttp reads HTTP/0.9.
             raise _Unreadable(BAD_REQUEST)
-        version = _VERSIONS.get(parser.get_http_version()) or (
-            b"HTTP/" + parser.get_http_version().encode()
-        )
+        version = _VERSIONS.get(versionText) or (b"HTTP/" + versionText.encode())
         raw = self._raw
-        hostError = _host_error(version, parser.get_method(), raw.get(_HOST))
+        method = parser.get_method()
+        hostError = _host_error(version, method, raw.get(_HOST))
         if hostError is not None:
             raise _Unreadable(hostError)
         codings = raw.get(_TRANSFER_ENCODING)
@@ -425,7 +426,7 @@ class H1Channel(Protocol):
         content: IO[bytes] = tempfile.TemporaryFile() if size > BODY_IN_MEMORY else BytesIO()
         self._big = size > BODY_IN_MEMORY
         request = self.requestFactory(
-            self, parser.get_method(), self._url, version, RequestHeaders(raw), content, keepAlive
+            self, method, self._url, version, RequestHeaders(raw), content, keepAlive
         )
         if version == b"HTTP/1.1" and connection and not keepAlive:
             request.responseHeaders.setRawHeaders(_CONNECTION, [b"close"])

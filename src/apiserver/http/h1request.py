@@ -41,6 +41,12 @@ log = Logger()
 NO_BODY_CODES = frozenset((204, 304))
 _CONTENT_LENGTH = b"Content-Length"
 _TRANSFER_ENCODING = b"Transfer-Encoding"
+#: CR and LF as the integers a ``bytes`` holds: ``13 in value`` is one ``memchr``, while
+#: ``b"\r" in value`` first tries the operand as an integer, and CPython (3.11) builds and
+#: discards a TypeError for that on every test (about 1,700 instructions, measured with
+#: callgrind; the response headers of one GET made fourteen such tests).
+_CR = 13
+_LF = 10
 
 #: Canonical (twisted ``Headers``) spelling of received header names, so that each name is
 #: canonicalised once; bounded, as clients choose the names.
@@ -71,6 +77,24 @@ class RequestHeaders(Headers):
     def copy(self) -> Headers:
         return Headers(self._rawHeaders)
 
+    # The lookups the filters make on every request (authentication's header clean-up, the
+    # gate's and negotiation's reads) find the canonical name in one dict rather than through
+    # twisted's ``_NameEncoder`` (a method call each); same results.
+
+    def hasHeader(self, name: str | bytes) -> bool:
+        return (names.get(name) or canonical_name(name)) in self._rawHeaders
+
+    def removeHeader(self, name: str | bytes) -> None:
+        self._rawHeaders.pop(names.get(name) or canonical_name(name), None)
+
+    def getRawHeaders(self, name: Any, default: Any = None) -> Any:
+        values = self._rawHeaders.get(names.get(name) or canonical_name(name))
+        if not values:
+            return default
+        if isinstance(name, str):
+            return [v.decode("utf8") for v in values]
+        return values
+
 
 class ResponseHeaders(Headers):
     """twisted.web ``Headers`` whose setters skip work the common case does not need.
@@ -89,7 +113,7 @@ class ResponseHeaders(Headers):
         for value in values:
             if not isinstance(value, bytes):
                 value = value.encode("utf8")
-            if b"\r" in value or b"\n" in value:
+            if _CR in value or _LF in value:
                 value = _sanitizeLinearWhitespace(value)
             encoded.append(value)
         self._rawHeaders[canonical] = encoded
@@ -98,7 +122,7 @@ class ResponseHeaders(Headers):
         canonical = names.get(name) or canonical_name(name)
         if not isinstance(value, bytes):
             value = value.encode("utf8")
-        if b"\r" in value or b"\n" in value:
+        if _CR in value or _LF in value:
             value = _sanitizeLinearWhitespace(value)
         values = self._rawHeaders.get(canonical)
         if values is None:
