@@ -246,6 +246,8 @@ class H1Channel(Protocol):
         self._peer: Any = None
         self._host: Any = None
         self._secure = False
+        #: The transport is Twisted's buffering TLS protocol (see ``writeData``).
+        self._directTLS = False
         self._accessLog: Callable[[Any], None] | None = None
 
     # -- connection set-up ------------------------------------------------------------
@@ -258,6 +260,7 @@ class H1Channel(Protocol):
         self._peer = transport.getPeer()
         self._host = transport.getHost()
         self._secure = interfaces.ISSLTransport(transport, None) is not None
+        self._directTLS = isinstance(transport, BufferingTLSTransport)
         factory = self.factory
         if factory is not None and getattr(factory, "log_requests", True):
             self._accessLog = factory.log
@@ -608,8 +611,9 @@ class H1Channel(Protocol):
         Pieces of DIRECT_TLS_WRITE bytes or more are encrypted at once, after anything still
         waiting in Twisted's small-write buffer, instead of through that buffer, which
         schedules a reactor call per connection only to write this one piece a turn later
-        (with a thousand watch connections, a thousand calls per batch). Whole responses
-        keep going through the buffer: measured, a GET answered that way is faster.
+        (with a thousand watch connections, a thousand calls per batch). Smaller pieces
+        keep going through the buffer, which joins those of one reactor turn (``writeData``
+        sends a response's head directly).
         """
         transport = self.transport
         if transport is None:
@@ -620,7 +624,25 @@ class H1Channel(Protocol):
             return
         transport.write(data)
 
-    writeData = _write
+    def writeData(self, data: bytes) -> None:
+        """A response's head with its first piece (a whole answer, usually), a later piece
+        of a body with a Content-Length, or the last chunk: straight to TLS, after anything
+        still waiting in Twisted's small-write buffer.
+
+        The buffer would schedule a reactor call (``callLater(0)``) to encrypt and send these
+        bytes a turn later; for a request/response exchange there is nothing to join them
+        with, so the call and its timer-heap work only add to every request (measured with
+        callgrind, bench/README.md "The GET path"). A pipelined request's answer is therefore
+        a TLS record of its own.
+        """
+        transport: Any = self.transport
+        if transport is None:
+            return
+        if self._directTLS:
+            transport._aggregator.flush()
+            TLSMemoryBIOProtocol.write(transport, data)
+            return
+        transport.write(data)
 
     def write(self, data: bytes) -> None:
         self._write(data)
