@@ -47,6 +47,7 @@ from apiserver.apimachinery.negotiation import error_response
 from apiserver.apimachinery.uid import new_uuid
 from apiserver.http.deadline import request_timeout
 from apiserver.http.h1 import H1Channel
+from apiserver.http.h1request import H1Request
 from apiserver.http.request import HTTPRequest
 from apiserver.http.response import Response
 from apiserver.http.status import not_found_text, status_body
@@ -118,7 +119,8 @@ class RequestInfo:
 def when_finished(request: HTTPRequest, info: RequestInfo, hook: Callable[[object], None]) -> None:
     """Run ``hook`` when ``request`` finishes, as ``request.notifyFinish().addBoth(hook)``
     would, but without a Deferred of its own when the chain waits for the end already (its
-    in-flight and latency bookkeeping): one Deferred per request instead of one per stage."""
+    in-flight and latency bookkeeping): one Deferred per request instead of one per stage,
+    none for HTTP/1.x (``H1Request.whenFinished``)."""
     hooks = info.finish_hooks
     if hooks is not None:
         hooks.append(hook)
@@ -389,7 +391,10 @@ class App:
                         info, request.code, self.clock.seconds() - started, request
                     )
 
-            request.notifyFinish().addBoth(finished)
+            if isinstance(request, H1Request):
+                request.whenFinished(finished)  # the same, without a Deferred
+            else:
+                request.notifyFinish().addBoth(finished)
 
         # The request deadline (WithRequestDeadline): only a request that has ?timeout= pays.
         if b"timeout" in query and not info.long_running:
