@@ -192,13 +192,38 @@ def resolve_request_info(request: HTTPRequest, info: HTTPRequestInfo) -> Verdict
     It runs right before authentication, after the wait group: the 503 of the shutdown gate
     and the request metrics come first, as they always have here.
     """
+    query = info.query
+    key = None
+    if not query:
+        # Without a query the answer depends on the method and path alone, and it is frozen:
+        # clients repeat the same few request lines, so each is parsed once (bounded).
+        key = (info.method, info.path)
+        known = _RESOLVED.get(key)
+        if known is not None:
+            info.resolved = known
+            return None
     try:
-        info.resolved = parse_request_info(
-            info.method, info.path, info.query, request.uri.decode("utf-8", "replace")
-        )
-    except RequestInfoError as error:
-        return internal_error_response(request, str(error))
+        resolved = parse_request_info(info.method, info.path, query)
+    except RequestInfoError:
+        # Parsed again for the message, which names the request's URI.
+        try:
+            parse_request_info(
+                info.method, info.path, query, request.uri.decode("utf-8", "replace")
+            )
+        except RequestInfoError as error:
+            return internal_error_response(request, str(error))
+        raise
+    if key is not None:
+        if len(_RESOLVED) >= RESOLVED_MAX:
+            _RESOLVED.clear()
+        _RESOLVED[key] = resolved
+    info.resolved = resolved
     return None
+
+
+#: ``resolve_request_info``'s answers for requests without a query, by (method, path).
+_RESOLVED: dict[tuple[str, str], RequestInfo] = {}
+RESOLVED_MAX = 4096
 
 
 class Authentication:
