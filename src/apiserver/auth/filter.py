@@ -282,7 +282,9 @@ class Authentication:
         except Exception:
             log.failure("authenticator failed")
             return self._unauthorized(request, info)
-        if isinstance(result, Deferred):
+        # The synchronous answer is tested first: Deferred is an ABC (typing.Awaitable), so
+        # isinstance() of anything else runs ABCMeta.__instancecheck__ in Python.
+        if result is not None and type(result) is not AuthResult and isinstance(result, Deferred):
             return result.addCallbacks(
                 self._authenticated,
                 self._authentication_failed,
@@ -465,7 +467,9 @@ class Authorization:
             decision = authorizer.authorize(attributes)
         except AuthorizerError as error:
             return self._authorizer_error(error, request, info, attributes)
-        if isinstance(decision, Deferred):
+        # The synchronous answer is tested first: Deferred is an ABC (typing.Awaitable), so
+        # isinstance() of anything else runs ABCMeta.__instancecheck__ in Python.
+        if type(decision) is not Decision and isinstance(decision, Deferred):
             return decision.addCallbacks(
                 self._decided,
                 self._decision_failed,
