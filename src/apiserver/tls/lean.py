@@ -43,7 +43,7 @@ from typing import Any
 
 from OpenSSL import SSL
 from twisted.logger import Logger
-from twisted.protocols.tls import TLSMemoryBIOProtocol
+from twisted.protocols.tls import BufferingTLSTransport, TLSMemoryBIOProtocol
 from twisted.python.failure import Failure
 
 log = Logger()
@@ -64,6 +64,7 @@ _CONNECTION_NAMES = ("_raise_ssl_error", "_handle_bio_errors")
 _CONNECTION_ATTRIBUTES = ("_ssl", "_into_ssl", "_from_ssl", "_context")
 _CONTEXT_HELPERS = ("_verify_helper", "_alpn_select_helper", "_ocsp_helper")
 _PROTOCOL_NAMES = (
+    "_producer",
     "_bufferedWrite",
     "_unbufferPendingWrites",
     "_shutdownTLS",
@@ -89,15 +90,25 @@ _buffer: Any = _ffi.new("char[]", READ_SIZE) if _ffi is not None else None
 
 
 class _Lean:
-    """What an established connection's direct calls need, looked up once."""
+    """What an established connection's direct calls need, looked up once.
 
-    __slots__ = ("connection", "into", "out", "problems", "ssl")
+    Kept apart from the protocol on purpose: Twisted's ``ProtocolWrapper`` has a
+    ``__getattr__``, which makes every attribute read on a TLS protocol instance go through
+    a slower lookup, so the per-request code reads from this object instead.
+    """
 
-    def __init__(self, connection: Any) -> None:
+    __slots__ = ("connection", "into", "out", "problems", "public", "ssl", "transport", "wrapped")
+
+    def __init__(self, protocol: Any, connection: Any) -> None:
         self.connection = connection
         self.ssl = connection._ssl
         self.into = connection._into_ssl
         self.out = connection._from_ssl
+        #: The TCP transport and the application protocol: fixed for the connection.
+        self.transport = protocol.transport
+        self.wrapped = protocol.wrappedProtocol
+        #: True while a read or write goes through Twisted's methods (see ``problems``).
+        self.public = False
         context = connection._context
         #: The ``_problems`` lists of pyOpenSSL's callback helpers (verify, ALPN, OCSP): an
         #: exception a callback raised waits there for the next pyOpenSSL call to raise it.
@@ -124,115 +135,142 @@ def _lean_class(base: type[TLSMemoryBIOProtocol]) -> type[TLSMemoryBIOProtocol]:
     unpack = _ffi.unpack
     buffer = _buffer
 
+    def receive(protocol: Any, lean: _Lean) -> None:
+        """Twisted's ``_flushReceiveBIO``: application data out of OpenSSL, to the protocol
+        it wraps, then whatever OpenSSL has to send."""
+        ssl = lean.ssl
+        wrapped = lean.wrapped
+        while not protocol._lostTLSConnection:
+            result = ssl_read(ssl, buffer, READ_SIZE)
+            if result > 0:
+                if not protocol._aborted:
+                    wrapped.dataReceived(unpack(buffer, result))
+                continue
+            if ssl_get_error(ssl, result) == want_read:
+                break
+            # What Connection.recv would raise, handled as Twisted's _flushReceiveBIO
+            # handles it.
+            try:
+                lean.connection._raise_ssl_error(ssl, result)
+            except SSL.WantReadError:
+                break
+            except SSL.ZeroReturnError:
+                protocol._shutdownTLS()
+                protocol._tlsShutdownFinished(None)
+            except SSL.Error:
+                protocol._tlsShutdownFinished(Failure())
+            else:
+                break  # not an error after all (SSL_ERROR_NONE): nothing was read
+        send(lean)
+
+    def send(lean: _Lean) -> None:
+        """Twisted's ``_flushSendBIO``: the records OpenSSL made, to the TCP transport."""
+        out = lean.out
+        result = bio_read(out, buffer, READ_SIZE)
+        if result > 0:
+            lean.transport.write(unpack(buffer, result))
+            return
+        if bio_should_retry(out) and bio_should_read(out):
+            return  # nothing to send (Twisted: WantReadError, ignored)
+        try:
+            lean.connection._handle_bio_errors(out, result)
+        except SSL.WantReadError:
+            pass
+
+    def write(protocol: Any, lean: _Lean, data: bytes) -> None:
+        """Twisted's ``_write``: application bytes into OpenSSL, 16 KiB at a time, each
+        followed by sending what it made."""
+        if protocol._lostTLSConnection:
+            return
+        ssl = lean.ssl
+        total = len(data)
+        sent = 0
+        while sent < total:
+            chunk = data if total <= WRITE_SIZE else data[sent : sent + WRITE_SIZE]
+            result = ssl_write(ssl, chunk, len(chunk))
+            if result <= 0:
+                # What Connection.send would raise, handled as Twisted's _write does.
+                try:
+                    lean.connection._raise_ssl_error(ssl, result)
+                except SSL.WantReadError:
+                    protocol._bufferedWrite(data[sent:])
+                    break
+                except SSL.Error:
+                    protocol._tlsShutdownFinished(Failure())
+                    break
+                break  # not an error after all (SSL_ERROR_NONE), yet nothing written
+            sent += result
+            send(lean)
+
     class LeanTLS(base):  # type: ignore[valid-type,misc]
         """``base`` (Twisted's TLS protocol) with direct OpenSSL calls once the handshake
         is done (module docstring)."""
 
         #: Set once the handshake is done; None: Twisted's own methods.
         _lean: _Lean | None = None
-        #: True while a read or write goes through Twisted's methods (see ``_Lean``).
-        _public = False
 
         def _goLean(self) -> None:
             connection = self._tlsConnection
             if type(connection) is SSL.Connection and connection._from_ssl is not None:
-                self._lean = _Lean(connection)
+                self._lean = _Lean(self, connection)
+
+        def _public(self, lean: _Lean | None, method: Any, *args: Any) -> None:
+            """Twisted's own ``method`` (pyOpenSSL's calls all the way down)."""
+            if lean is None:
+                method(*args)
+                return
+            lean.public = True
+            try:
+                method(*args)
+            finally:
+                lean.public = False
 
         def dataReceived(self, data: bytes) -> None:
             lean = self._lean
             if lean is None or any(lean.problems):
-                self._public = True
-                try:
-                    super().dataReceived(data)
-                finally:
-                    self._public = False
+                self._public(lean, super().dataReceived, data)
                 if lean is None and self._handshakeDone and not self._lostTLSConnection:
                     self._goLean()
                 return
-            written = bio_write(lean.into, data, len(data))
+            into = lean.into
+            written = bio_write(into, data, len(data))
             if written <= 0:
-                lean.connection._handle_bio_errors(lean.into, written)
+                lean.connection._handle_bio_errors(into, written)
             if self._appSendBuffer:
                 self._unbufferPendingWrites()
-            self._flushReceiveBIO()
+            receive(self, lean)
 
         def _flushReceiveBIO(self) -> None:
             lean = self._lean
-            if lean is None or self._public:
+            if lean is None or lean.public:
                 super()._flushReceiveBIO()
                 return
-            ssl = lean.ssl
-            while not self._lostTLSConnection:
-                result = ssl_read(ssl, buffer, READ_SIZE)
-                if result > 0:
-                    if not self._aborted:
-                        self.wrappedProtocol.dataReceived(unpack(buffer, result))
-                    continue
-                if ssl_get_error(ssl, result) == want_read:
-                    break
-                # What Connection.recv would raise, handled as Twisted's _flushReceiveBIO
-                # handles it.
-                try:
-                    lean.connection._raise_ssl_error(ssl, result)
-                except SSL.WantReadError:
-                    break
-                except SSL.ZeroReturnError:
-                    self._shutdownTLS()
-                    self._tlsShutdownFinished(None)
-                except SSL.Error:
-                    self._tlsShutdownFinished(Failure())
-                else:
-                    break  # not an error after all (SSL_ERROR_NONE): nothing was read
-            self._flushSendBIO()
+            receive(self, lean)
 
         def _flushSendBIO(self) -> None:
             lean = self._lean
-            if lean is None or self._public:
+            if lean is None or lean.public:
                 super()._flushSendBIO()
                 return
-            out = lean.out
-            result = bio_read(out, buffer, READ_SIZE)
-            if result > 0:
-                self.transport.write(unpack(buffer, result))
-                return
-            if bio_should_retry(out) and bio_should_read(out):
-                return  # nothing to send (Twisted: WantReadError, ignored)
-            try:
-                lean.connection._handle_bio_errors(out, result)
-            except SSL.WantReadError:
-                pass
+            send(lean)
 
         def _write(self, data: bytes) -> None:
             lean = self._lean
-            if lean is None or self._public or type(data) is not bytes or any(lean.problems):
-                self._public = True
-                try:
-                    super()._write(data)
-                finally:
-                    self._public = False
+            if lean is None or lean.public or type(data) is not bytes or any(lean.problems):
+                self._public(lean, super()._write, data)
                 return
-            if self._lostTLSConnection:
-                return
-            ssl = lean.ssl
-            total = len(data)
-            sent = 0
-            while sent < total:
-                chunk = data if total <= WRITE_SIZE else data[sent : sent + WRITE_SIZE]
-                result = ssl_write(ssl, chunk, len(chunk))
-                if result <= 0:
-                    # What Connection.send would raise, handled as Twisted's _write does.
-                    try:
-                        lean.connection._raise_ssl_error(ssl, result)
-                    except SSL.WantReadError:
-                        self._bufferedWrite(data[sent:])
-                        break
-                    except SSL.Error:
-                        self._tlsShutdownFinished(Failure())
-                        break
-                    break  # not an error after all (SSL_ERROR_NONE), yet nothing written
-                sent += result
-                self._flushSendBIO()
+            write(self, lean, data)
 
+        def writeNow(self, data: bytes) -> None:
+            """``write`` without the small-write buffer: what it holds is written first, then
+            ``data``, at once (for an HTTP/1.1 response's head, ``H1Channel.writeData``)."""
+            self._aggregator.flush()
+            if self.disconnecting and self._producer is None:
+                return  # TLSMemoryBIOProtocol.write drops these too
+            self._write(data)
+
+    if not issubclass(base, BufferingTLSTransport):
+        LeanTLS.writeNow = LeanTLS.write  # type: ignore[method-assign]  # no buffer to go around
     LeanTLS.__name__ = LeanTLS.__qualname__ = f"Lean{base.__name__}"
     return LeanTLS
 

@@ -34,6 +34,15 @@ class Echo(Protocol):
         self.transport.write(data)
 
 
+class EchoNow(Protocol):
+    """Echoes each read twice: once through the small-write buffer, once around it."""
+
+    def dataReceived(self, data: bytes) -> None:
+        transport: Any = self.transport
+        transport.write(b"[" + data)
+        transport.writeNow(data + b"]")
+
+
 class Collect(Protocol):
     def __init__(self) -> None:
         self.received = b""
@@ -46,13 +55,13 @@ class Collect(Protocol):
         self.lost = reason
 
 
-def _connect(tmp_path: Path) -> tuple[Any, Any, Collect, IOPump]:
+def _connect(tmp_path: Path, protocol: type[Protocol] = Echo) -> tuple[Any, Any, Collect, IOPump]:
     cert, key = write_pair(tmp_path, "serving", server_cert("lean.example", ips=["127.0.0.1"]))
     clock = Clock()
     server_factory = TLSMemoryBIOFactory(
         build_server_context(cert_file=cert, key_file=key, request_client_cert=True),
         False,
-        Factory.forProtocol(Echo),
+        Factory.forProtocol(protocol),
         clock=clock,
     )
     server_factory.protocol = lean.lean_tls_protocol(server_factory.protocol)
@@ -111,3 +120,12 @@ def test_a_callback_problem_goes_through_pyopenssl(tmp_path: Path) -> None:
     with pytest.raises(RuntimeError, match="from a callback"):
         pump.flush()
     assert problems == []
+
+
+def test_write_now_goes_after_what_the_buffer_holds(tmp_path: Path) -> None:
+    client, server, collect, pump = _connect(tmp_path, EchoNow)
+    for piece in (b"one", b"two"):
+        client.write(piece)
+        pump.flush()
+    assert server._lean is not None
+    assert collect.received == b"[oneone][twotwo]"
