@@ -328,8 +328,7 @@ class Authentication:
         # pass over the headers (authentication.go, headerrequest.ClearAuthenticationHeaders).
         headers = request.requestHeaders
         for name in self._strip_names:
-            if headers.hasHeader(name):
-                headers.removeHeader(name)
+            headers.removeHeader(name)  # nothing when absent
         impersonating = False
         prefixed: list[bytes] = []
         prefixes = self._strip_prefixes

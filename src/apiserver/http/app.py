@@ -190,11 +190,14 @@ def is_api_path(path: str) -> bool:
     return path in ("/api", "/apis") or path.startswith(("/api/", "/apis/"))
 
 
-def _is_long_running(method: str, path: str, query: dict[bytes, list[bytes]]) -> bool:
+def _is_long_running(
+    method: str, path: str, query: dict[bytes, list[bytes]], api: bool | None = None
+) -> bool:
     # kube-apiserver's LongRunningFunc: watch verbs and pprof; list with ?watch=1|true.
+    # ``api``: is_api_path(path), when the caller knows it already.
     if path.startswith("/debug/pprof/"):
         return True
-    if not is_api_path(path) or method != "GET":
+    if not (is_api_path(path) if api is None else api) or method != "GET":
         return False
     if "/watch/" in path:
         return True
@@ -329,8 +332,8 @@ class App:
         raw_path = request.path.decode("utf-8", "replace")
         path = unquote(raw_path) if "%" in raw_path else raw_path
         query = parse_query(request.uri)
-        info = RequestInfo(method, path, query, _is_long_running(method, path, query), False)
-        info.api = api = is_api_path(path)
+        api = is_api_path(path)
+        info = RequestInfo(method, path, query, _is_long_running(method, path, query, api), api)
 
         headers = request.responseHeaders
         audit_id = request.getHeader(b"audit-id")
