@@ -11,7 +11,10 @@ as ``api_bench.py`` starts it, warms it up with 50 requests on one keep-alive HT
 connection, zeroes the counters (``callgrind_control -z``), makes ``--n`` requests, dumps
 the counters and prints instructions per request: a create is ``POST`` of the Event
 ``api_bench.py`` posts (``generateName``), a get reads one event. ``--threads`` counts each
-thread apart (the reactor thread first, then the SQLite writer). Needs ``valgrind``.
+thread apart (the reactor thread first, then the SQLite writer). ``--ceiling`` measures
+``bench/ceiling_server.py`` of the same tree instead (a get only; the extra flags after
+``--`` are the ceiling's, e.g. ``--lean-tls``), to tell the shared TLS and Twisted cost
+from the daemon's own. Needs ``valgrind``.
 """
 
 from __future__ import annotations
@@ -48,8 +51,13 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=200)
     parser.add_argument("--tree", type=Path, default=ab.REPO)
     parser.add_argument("--threads", action="store_true")
-    parser.add_argument("extra", nargs="*", help="daemon flags (after --)")
+    parser.add_argument(
+        "--ceiling", action="store_true", help="measure bench/ceiling_server.py (get only)"
+    )
+    parser.add_argument("extra", nargs="*", help="daemon (or ceiling) flags (after --)")
     args = parser.parse_args()
+    if args.ceiling and args.kind != "get":
+        parser.error("--ceiling answers gets only")
     work = Path(tempfile.mkdtemp(prefix="callgrind-ir-"))
     port = ab.free_port()
     prefix = str(work / "callgrind.out")
@@ -59,8 +67,18 @@ def main() -> None:
     env = ab.source_env(args.tree)
     env["PYTHONHASHSEED"] = "0"
     with open(work / "log", "wb") as log:
+        if args.ceiling:
+            server = [
+                sys.executable,
+                str(args.tree / "bench" / "ceiling_server.py"),
+                f"--port={port}",
+                f"--cert-dir={work / 'certs'}",
+                *args.extra,
+            ]
+        else:
+            server = ab.daemon_command(port, work, extra=args.extra)
         proc = subprocess.Popen(
-            valgrind + ab.daemon_command(port, work, extra=args.extra),
+            valgrind + server,
             env=env,
             cwd=work,
             stdout=log,
@@ -82,16 +100,17 @@ def main() -> None:
             if time.monotonic() > deadline or proc.poll() is not None:
                 raise SystemExit((work / "log").read_text()[-3000:])
             time.sleep(1)
-        conn.request(
-            "POST",
-            ab.events_path("bench"),
-            body=ab.event_body("bench", "e1"),
-            headers={"Content-Type": "application/json"},
-        )
-        reply = conn.getresponse()
-        reply.read()
-        if reply.status != 201:
-            raise SystemExit(f"setup create: {reply.status}")
+        if not args.ceiling:
+            conn.request(
+                "POST",
+                ab.events_path("bench"),
+                body=ab.event_body("bench", "e1"),
+                headers={"Content-Type": "application/json"},
+            )
+            reply = conn.getresponse()
+            reply.read()
+            if reply.status != 201:
+                raise SystemExit(f"setup create: {reply.status}")
 
         def one() -> None:
             if args.kind == "get":
@@ -124,7 +143,8 @@ def main() -> None:
         if len(dumped) > 1:
             print(f"  {os.path.basename(name)}: {total / args.n:,.0f}")
     total = sum(t for _, t in dumped)
-    print(f"{args.kind}: {total / args.n:,.0f} instructions/request over {args.n}")
+    what = "ceiling get" if args.ceiling else args.kind
+    print(f"{what}: {total / args.n:,.0f} instructions/request over {args.n}")
 
 
 if __name__ == "__main__":

@@ -15,11 +15,14 @@ What it is, and why:
 - ``Site.log`` is a no-op (the access log alone costs a large share of throughput).
 - HTTP/2 is Twisted's own ``H2Connection`` unless ``--fast-h2`` installs the project's
   (``apiserver.http.h2.configure_http2``, as the daemon does), to measure both.
+- TLS is Twisted's own ``BufferingTLSTransport`` unless ``--lean-tls`` puts the daemon's
+  direct OpenSSL calls under it (``apiserver.tls.lean``, as ``ListenerService`` does): the
+  default keeps the ceiling bare Twisted, the option shows what the same TLS saves it.
 - It runs as its own process (the same reactor as ``twistd``: Twisted's default), so the
   benchmark measures it exactly like the daemon, with the same h2load settings.
 
-Usage: ``python bench/ceiling_server.py --port P --cert-dir DIR [--fast-h2]``; it prints
-``READY <port>`` on standard output once it listens and stops on SIGTERM/SIGINT.
+Usage: ``python bench/ceiling_server.py --port P --cert-dir DIR [--fast-h2] [--lean-tls]``;
+it prints ``READY <port>`` on standard output once it listens and stops on SIGTERM/SIGINT.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from twisted.web import resource, server  # noqa: E402
 
 from apiserver.http.h2 import configure_http2  # noqa: E402
 from apiserver.tls.context import build_server_context  # noqa: E402
+from apiserver.tls.lean import lean_tls_protocol  # noqa: E402
 from apiserver.tls.selfsigned import ensure_self_signed  # noqa: E402
 
 #: A plausible Status object, ~300 bytes like a small API answer.
@@ -79,6 +83,11 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="serve HTTP/2 with the daemon's connection class instead of bare Twisted's",
     )
+    parser.add_argument(
+        "--lean-tls",
+        action="store_true",
+        help="serve TLS with the daemon's transport (apiserver.tls.lean) instead of Twisted's",
+    )
     args = parser.parse_args(argv)
 
     cert, key = ensure_self_signed(args.cert_dir, args.bind_address, args.bind_address)
@@ -88,9 +97,10 @@ def main(argv: list[str] | None = None) -> int:
     site = QuietSite(FixedResource())
     site.displayTracebacks = False
     reactor: Any = _reactor
-    port = reactor.listenTCP(
-        args.port, TLSMemoryBIOFactory(creator, False, site), 1024, args.bind_address
-    )
+    factory = TLSMemoryBIOFactory(creator, False, site)
+    if args.lean_tls:
+        factory.protocol = lean_tls_protocol(factory.protocol)
+    port = reactor.listenTCP(args.port, factory, 1024, args.bind_address)
     print(f"READY {port.getHost().port} pid={os.getpid()}", flush=True)
     reactor.run()
     return 0

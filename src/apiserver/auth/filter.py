@@ -192,13 +192,38 @@ def resolve_request_info(request: HTTPRequest, info: HTTPRequestInfo) -> Verdict
     It runs right before authentication, after the wait group: the 503 of the shutdown gate
     and the request metrics come first, as they always have here.
     """
+    query = info.query
+    key = None
+    if not query:
+        # Without a query the answer depends on the method and path alone, and it is frozen:
+        # clients repeat the same few request lines, so each is parsed once (bounded).
+        key = (info.method, info.path)
+        known = _RESOLVED.get(key)
+        if known is not None:
+            info.resolved = known
+            return None
     try:
-        info.resolved = parse_request_info(
-            info.method, info.path, info.query, request.uri.decode("utf-8", "replace")
-        )
-    except RequestInfoError as error:
-        return internal_error_response(request, str(error))
+        resolved = parse_request_info(info.method, info.path, query)
+    except RequestInfoError:
+        # Parsed again for the message, which names the request's URI.
+        try:
+            parse_request_info(
+                info.method, info.path, query, request.uri.decode("utf-8", "replace")
+            )
+        except RequestInfoError as error:
+            return internal_error_response(request, str(error))
+        raise
+    if key is not None:
+        if len(_RESOLVED) >= RESOLVED_MAX:
+            _RESOLVED.clear()
+        _RESOLVED[key] = resolved
+    info.resolved = resolved
     return None
+
+
+#: ``resolve_request_info``'s answers for requests without a query, by (method, path).
+_RESOLVED: dict[tuple[str, str], RequestInfo] = {}
+RESOLVED_MAX = 4096
 
 
 class Authentication:
@@ -257,7 +282,9 @@ class Authentication:
         except Exception:
             log.failure("authenticator failed")
             return self._unauthorized(request, info)
-        if isinstance(result, Deferred):
+        # The synchronous answer is tested first: Deferred is an ABC (typing.Awaitable), so
+        # isinstance() of anything else runs ABCMeta.__instancecheck__ in Python.
+        if result is not None and type(result) is not AuthResult and isinstance(result, Deferred):
             return result.addCallbacks(
                 self._authenticated,
                 self._authentication_failed,
@@ -301,8 +328,7 @@ class Authentication:
         # pass over the headers (authentication.go, headerrequest.ClearAuthenticationHeaders).
         headers = request.requestHeaders
         for name in self._strip_names:
-            if headers.hasHeader(name):
-                headers.removeHeader(name)
+            headers.removeHeader(name)  # nothing when absent
         impersonating = False
         prefixed: list[bytes] = []
         prefixes = self._strip_prefixes
@@ -440,7 +466,9 @@ class Authorization:
             decision = authorizer.authorize(attributes)
         except AuthorizerError as error:
             return self._authorizer_error(error, request, info, attributes)
-        if isinstance(decision, Deferred):
+        # The synchronous answer is tested first: Deferred is an ABC (typing.Awaitable), so
+        # isinstance() of anything else runs ABCMeta.__instancecheck__ in Python.
+        if type(decision) is not Decision and isinstance(decision, Deferred):
             return decision.addCallbacks(
                 self._decided,
                 self._decision_failed,

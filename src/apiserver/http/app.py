@@ -47,6 +47,7 @@ from apiserver.apimachinery.negotiation import error_response
 from apiserver.apimachinery.uid import new_uuid
 from apiserver.http.deadline import request_timeout
 from apiserver.http.h1 import H1Channel
+from apiserver.http.h1request import H1Request
 from apiserver.http.request import HTTPRequest
 from apiserver.http.response import Response
 from apiserver.http.status import not_found_text, status_body
@@ -118,7 +119,8 @@ class RequestInfo:
 def when_finished(request: HTTPRequest, info: RequestInfo, hook: Callable[[object], None]) -> None:
     """Run ``hook`` when ``request`` finishes, as ``request.notifyFinish().addBoth(hook)``
     would, but without a Deferred of its own when the chain waits for the end already (its
-    in-flight and latency bookkeeping): one Deferred per request instead of one per stage."""
+    in-flight and latency bookkeeping): one Deferred per request instead of one per stage,
+    none for HTTP/1.x (``H1Request.whenFinished``)."""
     hooks = info.finish_hooks
     if hooks is not None:
         hooks.append(hook)
@@ -138,6 +140,11 @@ class Filter(Protocol):
     def __call__(self, request: HTTPRequest, info: RequestInfo, /) -> Verdict: ...
 
 
+#: ";", "+" and "%" as the integers a ``bytes`` holds: ``43 in pair`` is one ``memchr``,
+#: where ``b"+" in pair`` makes CPython (3.11) build and drop a TypeError first.
+_SEMICOLON, _PLUS, _PERCENT = b";+%"
+
+
 def parse_query(uri: bytes) -> dict[bytes, list[bytes]]:
     """Query parameters as Go's ``url.ParseQuery`` reads them.
 
@@ -149,12 +156,12 @@ def parse_query(uri: bytes) -> dict[bytes, list[bytes]]:
     if not sep or not qs:
         return result
     for pair in qs.split(b"&"):
-        if not pair or b";" in pair:
+        if not pair or _SEMICOLON in pair:
             continue
         key, _, value = pair.partition(b"=")
-        if b"+" in key or b"%" in key:
+        if _PLUS in key or _PERCENT in key:
             key = unquote_to_bytes(key.replace(b"+", b" "))
-        if b"+" in value or b"%" in value:
+        if _PLUS in value or _PERCENT in value:
             value = unquote_to_bytes(value.replace(b"+", b" "))
         result.setdefault(key, []).append(value)
     return result
@@ -183,11 +190,14 @@ def is_api_path(path: str) -> bool:
     return path in ("/api", "/apis") or path.startswith(("/api/", "/apis/"))
 
 
-def _is_long_running(method: str, path: str, query: dict[bytes, list[bytes]]) -> bool:
+def _is_long_running(
+    method: str, path: str, query: dict[bytes, list[bytes]], api: bool | None = None
+) -> bool:
     # kube-apiserver's LongRunningFunc: watch verbs and pprof; list with ?watch=1|true.
+    # ``api``: is_api_path(path), when the caller knows it already.
     if path.startswith("/debug/pprof/"):
         return True
-    if not is_api_path(path) or method != "GET":
+    if not (is_api_path(path) if api is None else api) or method != "GET":
         return False
     if "/watch/" in path:
         return True
@@ -322,8 +332,8 @@ class App:
         raw_path = request.path.decode("utf-8", "replace")
         path = unquote(raw_path) if "%" in raw_path else raw_path
         query = parse_query(request.uri)
-        info = RequestInfo(method, path, query, _is_long_running(method, path, query), False)
-        info.api = api = is_api_path(path)
+        api = is_api_path(path)
+        info = RequestInfo(method, path, query, _is_long_running(method, path, query, api), api)
 
         headers = request.responseHeaders
         audit_id = request.getHeader(b"audit-id")
@@ -384,7 +394,10 @@ class App:
                         info, request.code, self.clock.seconds() - started, request
                     )
 
-            request.notifyFinish().addBoth(finished)
+            if isinstance(request, H1Request):
+                request.whenFinished(finished)  # the same, without a Deferred
+            else:
+                request.notifyFinish().addBoth(finished)
 
         # The request deadline (WithRequestDeadline): only a request that has ?timeout= pays.
         if b"timeout" in query and not info.long_running:

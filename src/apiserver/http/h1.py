@@ -246,6 +246,9 @@ class H1Channel(Protocol):
         self._peer: Any = None
         self._host: Any = None
         self._secure = False
+        #: The transport is Twisted's buffering TLS protocol (see ``writeData``).
+        self._directTLS = False
+        self._tlsWriteNow: Callable[[bytes], None] | None = None
         self._accessLog: Callable[[Any], None] | None = None
 
     # -- connection set-up ------------------------------------------------------------
@@ -258,6 +261,11 @@ class H1Channel(Protocol):
         self._peer = transport.getPeer()
         self._host = transport.getHost()
         self._secure = interfaces.ISSLTransport(transport, None) is not None
+        self._directTLS = isinstance(transport, BufferingTLSTransport)
+        # The listener's TLS protocol (apiserver.tls.lean) writes around its small-write
+        # buffer itself, with fewer lookups on the protocol (a ProtocolWrapper, whose every
+        # attribute read is slower); looked up once per connection.
+        self._tlsWriteNow = getattr(transport, "writeNow", None) if self._directTLS else None
         factory = self.factory
         if factory is not None and getattr(factory, "log_requests", True):
             self._accessLog = factory.log
@@ -401,15 +409,16 @@ class H1Channel(Protocol):
         if self._headBefore or len(self._feeding) > self.totalHeadersSize:
             self._headComplete()
         parser = self._parser
-        if parser.get_http_version() == "0.9":
+        # Asked once: httptools formats the text anew on every call.
+        versionText = parser.get_http_version()
+        if versionText == "0.9":
             # A request line without a version: Go's parseRequestLine refuses it
             # ("malformed HTTP request", answered 400), where llhttp reads HTTP/0.9.
             raise _Unreadable(BAD_REQUEST)
-        version = _VERSIONS.get(parser.get_http_version()) or (
-            b"HTTP/" + parser.get_http_version().encode()
-        )
+        version = _VERSIONS.get(versionText) or (b"HTTP/" + versionText.encode())
         raw = self._raw
-        hostError = _host_error(version, parser.get_method(), raw.get(_HOST))
+        method = parser.get_method()
+        hostError = _host_error(version, method, raw.get(_HOST))
         if hostError is not None:
             raise _Unreadable(hostError)
         codings = raw.get(_TRANSFER_ENCODING)
@@ -425,7 +434,7 @@ class H1Channel(Protocol):
         content: IO[bytes] = tempfile.TemporaryFile() if size > BODY_IN_MEMORY else BytesIO()
         self._big = size > BODY_IN_MEMORY
         request = self.requestFactory(
-            self, parser.get_method(), self._url, version, RequestHeaders(raw), content, keepAlive
+            self, method, self._url, version, RequestHeaders(raw), content, keepAlive
         )
         if version == b"HTTP/1.1" and connection and not keepAlive:
             request.responseHeaders.setRawHeaders(_CONNECTION, [b"close"])
@@ -607,8 +616,9 @@ class H1Channel(Protocol):
         Pieces of DIRECT_TLS_WRITE bytes or more are encrypted at once, after anything still
         waiting in Twisted's small-write buffer, instead of through that buffer, which
         schedules a reactor call per connection only to write this one piece a turn later
-        (with a thousand watch connections, a thousand calls per batch). Whole responses
-        keep going through the buffer: measured, a GET answered that way is faster.
+        (with a thousand watch connections, a thousand calls per batch). Smaller pieces
+        keep going through the buffer, which joins those of one reactor turn (``writeData``
+        sends a response's head directly).
         """
         transport = self.transport
         if transport is None:
@@ -619,7 +629,29 @@ class H1Channel(Protocol):
             return
         transport.write(data)
 
-    writeData = _write
+    def writeData(self, data: bytes) -> None:
+        """A response's head with its first piece (a whole answer, usually), a later piece
+        of a body with a Content-Length, or the last chunk: straight to TLS, after anything
+        still waiting in Twisted's small-write buffer.
+
+        The buffer would schedule a reactor call (``callLater(0)``) to encrypt and send these
+        bytes a turn later; for a request/response exchange there is nothing to join them
+        with, so the call and its timer-heap work only add to every request (measured with
+        callgrind, bench/README.md "The GET path"). A pipelined request's answer is therefore
+        a TLS record of its own.
+        """
+        writeNow = self._tlsWriteNow
+        if writeNow is not None:
+            writeNow(data)
+            return
+        transport: Any = self.transport
+        if transport is None:
+            return
+        if self._directTLS:
+            transport._aggregator.flush()
+            TLSMemoryBIOProtocol.write(transport, data)
+            return
+        transport.write(data)
 
     def write(self, data: bytes) -> None:
         self._write(data)

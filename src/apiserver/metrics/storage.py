@@ -95,6 +95,14 @@ class TimedStore:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._store, name)
 
+    def committed_revision(self) -> int:
+        """The wrapped store's (the watch cache asks on every GET and LIST it answers from
+        memory: a method of its own spares each call the AttributeError that reaching
+        ``__getattr__`` costs). Looked up on the store at each call, because the embedded
+        store rebinds it once opened with several workers."""
+        revision: int = self._store.committed_revision()
+        return revision
+
 
 def _timed(
     inner: Callable[..., Any], operation: str, timings: StoreTimings, clock: IReactorTime

@@ -27,6 +27,7 @@ from twisted.web.server import Site
 
 from apiserver.http.ratelimit import ReadRateLimitedFactory
 from apiserver.service.eagertcp import EagerServer
+from apiserver.tls.lean import lean_tls_protocol
 
 log = Logger()
 
@@ -119,6 +120,8 @@ class ListenerService(Service):
 
     def _listen(self) -> None:
         factory: Any = TLSMemoryBIOFactory(self.context(), False, self.site)
+        # Twisted's TLS protocol with direct OpenSSL calls once established (apiserver.tls.lean).
+        factory.protocol = lean_tls_protocol(factory.protocol)
         if self.on_handshake_error is not None:
             # A subclass of the factory's own class (BufferingTLSTransport, whose write
             # aggregation the HTTP layers rely on).

@@ -12,6 +12,7 @@ import pytest
 import yaml
 from tests.unit.api_events.rest_harness import RestHarness, event, fired, ns_path, status
 
+from apiserver.api.events import rest
 from apiserver.api.events.rest import BASE
 
 EVENTS = ns_path("ns1")
@@ -75,6 +76,22 @@ def test_get_returns_the_stored_object(api: RestHarness) -> None:
     assert reply.header("cache-control") == "no-cache, private"
     assert reply.json() == created
     assert reply.body.endswith(b"}\n")
+
+
+def test_paths_are_parsed_once_and_the_memory_is_bounded(
+    api: RestHarness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(rest, "TARGETS_MAX", 3)
+    api.create("e1")
+    for _ in range(2):
+        assert api.get(ns_path("ns1", "e1")).code == 200
+        assert api.get(BASE + "nonsense/path").code == 404
+    targets = api.api._targets
+    assert set(targets) == {ns_path("ns1"), ns_path("ns1", "e1"), BASE + "nonsense/path"}
+    assert targets[BASE + "nonsense/path"] is None
+    assert api.get(ns_path("ns1", "e2")).code == 404  # a fourth path: the memory starts over
+    assert set(targets) == {ns_path("ns1", "e2")}
+    assert api.get(ns_path("ns1", "e1")).json()["metadata"]["name"] == "e1"
 
 
 def test_get_missing_is_404_with_the_exact_message(api: RestHarness) -> None:

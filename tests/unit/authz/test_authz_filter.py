@@ -509,3 +509,34 @@ def test_synchronous_path_has_no_deferred(deferred: bool) -> None:
     else:
         assert results == [None, None, None, None]
         assert info.authorization is not None and info.authorization[0] == "allow"
+
+
+def test_request_info_of_a_request_line_without_query_is_parsed_once() -> None:
+    """The resolver keeps its (frozen) answer per method and path when there is no query;
+    a query, or a path it cannot read, is parsed every time."""
+    resolve = AuthStages.build(None, True, None).request_info
+    path = "/apis/events.k8s.io/v1/namespaces/memo/events/e1"
+    first = RequestInfo("GET", path, {}, False, True)
+    second = RequestInfo("GET", path, {}, False, True)
+    assert resolve(FakeRequest(b"GET", path.encode()), first) is None
+    assert resolve(FakeRequest(b"GET", path.encode()), second) is None
+    assert first.resolved is not None and second.resolved is first.resolved
+    assert (first.resolved.verb, first.resolved.name) == ("get", "e1")
+    other = RequestInfo("DELETE", path, {}, False, True)
+    resolve(FakeRequest(b"DELETE", path.encode()), other)
+    assert other.resolved is not None and other.resolved.verb == "delete"
+    listing = "/apis/events.k8s.io/v1/namespaces/memo/events"
+    watch = RequestInfo("GET", listing, {b"watch": [b"1"]}, True, True)
+    resolve(FakeRequest(b"GET", listing.encode() + b"?watch=1"), watch)
+    plain = RequestInfo("GET", listing, {}, False, True)
+    resolve(FakeRequest(b"GET", listing.encode()), plain)
+    assert watch.resolved is not None and watch.resolved.verb == "watch"
+    assert plain.resolved is not None and plain.resolved.verb == "list"
+    for _ in range(2):
+        bad = RequestInfo("GET", "/api/v1/watch", {}, False, True)
+        answer = resolve(FakeRequest(b"GET", b"/api/v1/w%61tch"), bad)
+        assert isinstance(answer, Response) and answer.code == 500
+        assert answer.body == (
+            b'Internal Server Error: "/api/v1/w%61tch": unable to determine kind and '
+            b"namespace from url, /api/v1/w%61tch"
+        )

@@ -22,6 +22,7 @@ from twisted.internet.defer import Deferred
 from twisted.internet.error import ConnectionDone, ConnectionLost
 from twisted.internet.interfaces import IPushProducer
 from twisted.internet.testing import MemoryReactorClock, StringTransport
+from twisted.logger import capturedLogs
 from twisted.python.failure import Failure
 from twisted.web import _http2, http
 from twisted.web.http_headers import Headers
@@ -607,6 +608,38 @@ def test_connection_lost_mid_request() -> None:
     with pytest.raises(RuntimeError):
         request.finish()
     assert len(pending) == 1  # the queued request never reaches the application
+
+
+def test_finish_hooks_run_before_the_notify_finish_deferreds() -> None:
+    pending: list[H1Request] = []
+    conn = Conn(handler=hold(pending))
+    conn.send(GET)
+    request = pending[0]
+    order: list[tuple[str, object]] = []
+    request.notifyFinish().addCallback(lambda result: order.append(("deferred", result)))
+    request.whenFinished(lambda result: order.append(("hook", result)))
+
+    def broken(result: object) -> None:
+        raise RuntimeError("a broken hook is logged, the others run")
+
+    request.whenFinished(broken)
+    request.whenFinished(lambda result: order.append(("after", result)))
+    with capturedLogs() as logs:
+        answer()(request)
+    assert order == [("hook", None), ("after", None), ("deferred", None)]
+    assert [event["log_failure"].check(RuntimeError) for event in logs] == [RuntimeError]
+
+
+def test_finish_hooks_get_the_failure_of_a_lost_connection() -> None:
+    pending: list[H1Request] = []
+    conn = Conn(handler=hold(pending))
+    conn.send(GET)
+    request = pending[0]
+    seen: list[object] = []
+    request.whenFinished(seen.append)
+    conn.lose(ConnectionLost("gone"))
+    assert len(seen) == 1
+    assert isinstance(seen[0], Failure) and seen[0].check(ConnectionLost)
 
 
 def test_connection_lost_while_receiving_a_body() -> None:

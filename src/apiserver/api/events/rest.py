@@ -99,6 +99,10 @@ EXPIRED_CONTINUE = (
 )
 
 
+#: How many parsed paths ``EventsAPI.handle`` keeps (all are dropped when full).
+TARGETS_MAX = 4096
+_UNPARSED = object()
+
 #: go-restful's refusal of a method no route serves, negotiated like every Status.
 _NO_METHOD = errors.method_not_supported()
 
@@ -193,6 +197,8 @@ class EventsAPI:
         #: application/vnd.kubernetes.protobuf bodies and answers (api/events/protowire.py).
         self.protobuf = EventsProtobuf(view.api_version, view.to_wire, kind=view.kind)
         self._outputs: dict[tuple[str | None, bool, bool], Any] = {}
+        #: parse_target's answers by path (see ``handle``).
+        self._targets: dict[str, Any] = {}
         self.create_fields = CreateManagedFields(view.api_version, view.schema, view.to_wire)
         #: Watch output leaves in one write per stream and reactor turn (http/coalesce.py).
         self.coalescer = WriteCoalescer(clock)
@@ -200,7 +206,16 @@ class EventsAPI:
     # --- dispatch ------------------------------------------------------------------------
 
     def handle(self, request: HTTPRequest, info: RequestInfo) -> Response | Deferred[Any] | object:
-        target = parse_target(info.path, self._base, self._resource)
+        # A path's target is a pure function of it, and frozen: clients ask for the same
+        # paths again and again, so each is parsed once (bounded).
+        path = info.path
+        targets = self._targets
+        target = targets.get(path, _UNPARSED)
+        if target is _UNPARSED:
+            target = parse_target(path, self._base, self._resource)
+            if len(targets) >= TARGETS_MAX:
+                targets.clear()
+            targets[path] = target
         if target is None:
             return self._error(request, errors.ROUTE_NOT_FOUND)
         method = info.method

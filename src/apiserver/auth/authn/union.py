@@ -86,15 +86,18 @@ def _run(attempts: Sequence[Callable[[], Outcome]], start: int, errors: list[Exc
                 log.failure("authenticator failed", Failure())
             errors.append(as_auth_error(error))
             continue
-        if isinstance(result, Deferred):
+        if result is None:
+            continue
+        # AuthResult first: Deferred is an ABC (typing.Awaitable), so isinstance() of
+        # anything else runs ABCMeta.__instancecheck__ in Python.
+        if type(result) is not AuthResult and isinstance(result, Deferred):
             return result.addCallbacks(
                 _next_if_none,
                 _next_after_error,
                 callbackArgs=(attempts, index + 1, errors),
                 errbackArgs=(attempts, index + 1, errors),
             )
-        if result is not None:
-            return result
+        return result
     if errors:
         raise AuthenticationError(aggregate_message(errors))
     return None
@@ -398,7 +401,7 @@ class TopLevelAuthenticator:
 
     def authenticate(self, request: HTTPRequest) -> Outcome:
         result = self.union.authenticate(request)
-        if isinstance(result, Deferred):
+        if result is not None and type(result) is not AuthResult and isinstance(result, Deferred):
             return result.addCallback(self._finish, request)
         return self._finish(result, request)
 

@@ -47,7 +47,9 @@ class Union:
                 result = error
             except Exception as error:  # a bug in an authorizer: an error, as Go would see it
                 result = AuthorizerError(str(error))
-            if isinstance(result, Deferred):
+            # Decision first: Deferred is an ABC (typing.Awaitable), so isinstance() of
+            # anything else runs ABCMeta.__instancecheck__ in Python.
+            if type(result) is not Decision and isinstance(result, Deferred):
                 return result.addCallbacks(
                     self._resume,
                     self._resume_failure,
