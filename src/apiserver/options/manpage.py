@@ -264,10 +264,11 @@ def render_man() -> str:
             "and syncs the log to disk after letting go of it, one sync for every commit "
             "made meanwhile; a write is answered, and seen by watches, only once it is on "
             "disk. A read served from the file rather than the cache may see a write during "
-            "that sync, before its writer is answered. With --debug-socket-path worker i listens on that "
-            "path with .i appended. With --audit-log-path worker i writes its own file, the "
-            "path with .worker-i before its extension (audit.log becomes audit.worker-0.log, "
-            "audit.worker-1.log, ...), each rotated on its own; with --audit-log-path=- every "
+            "that sync, before its writer is answered. With --debug-socket-path worker i "
+            "listens on that path with .i appended. With --audit-log-path worker i writes its "
+            "own file, the path with .worker-i before its extension (audit.log becomes "
+            "audit.worker-0.log, audit.worker-1.log, ...), each rotated on its own; with "
+            "--audit-log-path=- every "
             "worker writes to the standard output."
         ),
         ".SH EXIT STATUS",
