@@ -92,12 +92,12 @@ class _Shape:
     value; see :meth:`AuditStage.__call__`).
 
     ``config`` memoises the policy's answer (the resolved request info is a function of the
-    method and URI, and the rules see nothing else but the user). ``template`` is the
-    shape's line template (apiserver.audit.templates) once a request of the shape found one
-    and the shape's events can be written from it without an :class:`AuditRecord`
-    (``fused``: see :meth:`AuditStage._fused`)."""
+    method and URI, and the rules see nothing else but the user). ``rc`` (and ``rr``) are
+    the pieces of the shape's line template (apiserver.audit.templates) once a request of
+    the shape found one, when the shape's events can be written from them without an
+    :class:`AuditRecord` (``fused``: see :meth:`AuditStage._fused`)."""
 
-    __slots__ = ("config", "counts", "fused", "received", "template", "user")
+    __slots__ = ("config", "counts", "fused", "rc", "received", "rr", "user")
 
     def __init__(self, user: object, config: AuditConfig, counts: list[int], fused: bool) -> None:
         #: Kept alive so that its id, part of the key, stays its own.
@@ -107,7 +107,17 @@ class _Shape:
         self.fused = fused
         #: RequestReceived is sent (not in ``omitStages``).
         self.received = "RequestReceived" not in config.omit_stages
-        self.template: Template | None = None
+        #: RequestReceived's pieces (no decision yet at the stage).
+        self.rr: tuple[bytes, ...] | None = None
+        #: ResponseComplete's pieces by decision (the template's own dict: it grows).
+        self.rc: dict[Any, tuple[bytes, ...]] | None = None
+
+    def adopt(self, template: Template) -> None:
+        """Take the pieces of a template a request of this shape found."""
+        rr = template.received.get(None)
+        rc = template.stages.get("ResponseComplete")
+        if self.fused and rc is not None and (rr is not None or not self.received):
+            self.rr, self.rc = rr, rc
 
 
 #: Shapes kept; cleared when full (a server sees a bounded set of request shapes; unique
@@ -181,15 +191,8 @@ class AuditStage:
             and info.authorization is None
             and info.authenticated_user is user
         )
-        if usual:
-            template = shape.template
-            if (
-                template is not None
-                and self.line_sink is not None
-                # RequestReceived's pieces (no decision yet) exist, or it is not sent.
-                and (None in template.received or not shape.received)
-            ):
-                return self._fused(request, info, shape, template)
+        if usual and shape.rc is not None and self.line_sink is not None:
+            return self._fused(request, info, shape)
         record = AuditRecord(
             request,
             info,
@@ -353,34 +356,33 @@ class AuditStage:
         self._send(record, config, "ResponseComplete")
         found = record.template
         if shape is not None and type(found) is tuple:
-            shape.template = found[0]
+            shape.adopt(found[0])
 
     # --- the usual request of a known shape ---------------------------------------------------
 
-    def _fused(
-        self, request: HTTPRequest, info: RequestInfo, shape: _Shape, template: Template
-    ) -> Response | None:
+    def _fused(self, request: HTTPRequest, info: RequestInfo, shape: _Shape) -> Response | None:
         """RequestReceived of the usual request of a shape with a template, straight from
         the template's pieces into the batch queue, and its ResponseComplete hooked (see
         :meth:`_fused_finished`): the bytes :meth:`_send` would queue, with no
-        :class:`AuditRecord` and a few calls instead of about twenty."""
+        :class:`AuditRecord` and a few calls instead of about twenty. The line is held
+        (``BufferedSink.hold_line``): the request's ResponseComplete sends both."""
         ids = request.responseHeaders._rawHeaders.get(b"Audit-Id")
         # The server's own audit ID (a UUID; the request had none): written as it is.
         audit_id = ids[0] if ids else b""
         now = self.clock.seconds()
         received = micro_time_bytes(now)
-        if shape.received:
-            pieces = template.received[None]
+        sink = self.line_sink
+        assert sink is not None
+        pieces = shape.rr
+        if pieces is not None:
             line = b"".join(
                 (pieces[0], audit_id, pieces[1], received, pieces[2], received, pieces[3])
             )
-            sink = self.line_sink
-            assert sink is not None
             queue = sink.queue
             # BufferedSink.process_line's usual case inline: a pump is due already.
             if sink.due_now and len(queue) < sink.buffer_size:
                 queue.append((0.0, line))
-            elif not sink.process_line(line):
+            elif not sink.hold_line(line):
                 return self._rejected(request)
             shape.counts[1] += 1
         hook = partial(self._fused_finished, request, info, shape, audit_id, now, received)
@@ -404,27 +406,29 @@ class AuditStage:
     ) -> None:
         """ResponseComplete of a request :meth:`_fused` received: from the template when it
         ended as usual, else through :meth:`_finished` with the record it would have had."""
-        template = shape.template
+        sink = self.line_sink
+        assert sink is not None
+        rc = shape.rc
         if (
             result is None
-            and template is not None
+            and rc is not None
             and info.panic is None
             and info.impersonated_user is None
             and not info.audit_annotations
         ):
-            variants = template.stages.get("ResponseComplete")
-            pieces = variants.get(info.authorization) if variants is not None else None
+            pieces = rc.get(info.authorization)
             if pieces is not None:
                 code = request.code
                 answer = info.answer
                 body = answer.body if answer is not None else None
+                # Not a Status (event.response_status): the code alone. (find, not ``in``:
+                # bytes' ``in`` tries the operand as an integer first, and raises inside.)
                 if (
                     not body
                     or body[:1] != b"{"
-                    or b'"Status"' not in body[:32]
+                    or body.find(b'"Status"', 0, 32) < 0
                     or request.method == b"HEAD"
                 ):
-                    # Not a Status (event.response_status): the code alone.
                     status = self._code_status.get(code)
                     if status is None:
                         status = self._code_status_line(code)
@@ -445,13 +449,11 @@ class AuditStage:
                         pieces[4],
                     )
                 )
-                sink = self.line_sink
-                assert sink is not None
                 queue = sink.queue
                 if sink.due_now and len(queue) < sink.buffer_size:
                     queue.append((0.0, line))
                 else:
-                    sink.process_line(line)
+                    sink.end_line(line)
                 shape.counts[1] += 1
                 return
         config = shape.config
@@ -464,6 +466,8 @@ class AuditStage:
             user=info.authenticated_user or info.user,
         )
         self._finished(request, record, config, False, shape, result)
+        # A held RequestReceived goes out even if nothing followed it (an omitted stage).
+        sink.release()
 
     def _code_status_line(self, code: int) -> bytes:
         lines = self.templates
