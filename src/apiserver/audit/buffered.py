@@ -26,6 +26,13 @@ channel replaced by a queue and timers on the injected clock:
   gets the same lines in the same order. Under load such a write happens at most every
   :data:`COALESCE_INTERVAL` (5 ms; the first events after a quiet spell go out on the next
   turn): a ``write`` and a timer per turn of the reactor cost more than encoding the events.
+  When every queued line is due at once (batches of one event, no throttle: the
+  defaults), a request's ``RequestReceived`` line may be held without scheduling the pump
+  (:meth:`BufferedSink.hold_line`, used by the audit stage for a request whose lines come
+  from a template): its ``ResponseComplete`` (:meth:`BufferedSink.end_line`) writes the
+  queue at once when the last write is :data:`COALESCE_INTERVAL` old, else schedules the
+  pump, so that a request answered at once costs no timer. Any other line schedules the
+  pump for held lines too; the file gets the same lines in the same order.
   Events are in memory until written, as in any batch mode (blocking mode writes each one
   before the request goes on). With a throttle, which counts batches, they keep
   their size. An event that cannot be encoded is counted and logged by the backend then, as
@@ -208,6 +215,7 @@ class BufferedSink:
             self.eager
             and self.accepting
             and len(queue) < self.buffer_size
+            and self.started
             and not self.in_flight
             and not self.pumping
             and self.call is None

@@ -85,7 +85,7 @@ def micro_time_bytes(seconds: float) -> bytes:
     :func:`_whole_and_micros` is inlined (a call is a good part of the work), with ``int``
     for the whole seconds (the same as ``// 1`` from 1970 on; earlier times go the long
     way)."""
-    if seconds < 0:
+    if seconds < 0.0:
         return micro_time(seconds).encode()
     whole = int(seconds)
     micros = int((seconds - whole) * 1_000_000 + 0.5)

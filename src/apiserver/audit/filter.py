@@ -29,6 +29,19 @@ Stages the policy omits (``omitStages``) are not sent. Each event is a new dict
 answer at ``RequestReceived`` is True only if every sink accepted it (the union backend,
 ``pkg/audit/union.go``).
 
+The usual request costs a few calls: the stage keeps, per request *shape* (the raw
+values its policy answer and its events' fields are functions of: URI, method, user, peer,
+first ``User-Agent`` value), the policy's answer and, once a request of the shape found a
+line template (:mod:`apiserver.audit.templates`), the template's pieces. A request of such a
+shape with nothing unusual (no forwarding headers, no client ``Audit-Id``, no
+impersonation, no annotation but authorization's, an answer that ends normally) writes its
+two lines from the pieces straight into the batch queue (:meth:`AuditStage._fused`,
+:meth:`AuditStage._fused_finished`): no :class:`~apiserver.audit.event.AuditRecord`, the
+metrics as plain integer adds (:meth:`FilterMetrics.counts`), its ``RequestReceived`` held
+until its ``ResponseComplete`` writes both (``BufferedSink.hold_line``, ``end_line``).
+Anything unusual goes the general way, from the same state, with the same bytes
+(tests/unit/audit/test_templates.py compares every line with the encoder's).
+
 How the answer is observed: the stage replaces ``request.write`` on the request object for
 that request only (audited requests pay for it, others do not), because the chain writes every
 answer, and watch streams their chunks, through it.
@@ -378,13 +391,13 @@ class AuditStage:
             line = b"".join(
                 (pieces[0], audit_id, pieces[1], received, pieces[2], received, pieces[3])
             )
+            shape.counts[1] += 1
             queue = sink.queue
             # BufferedSink.process_line's usual case inline: a pump is due already.
             if sink.due_now and len(queue) < sink.buffer_size:
                 queue.append((0.0, line))
             elif not sink.hold_line(line):
                 return self._rejected(request)
-            shape.counts[1] += 1
         hook = partial(self._fused_finished, request, info, shape, audit_id, now, received)
         # when_finished, inline.
         hooks = info.finish_hooks
