@@ -356,20 +356,24 @@ class AuditStage:
             record.started = True
             record.response_status = panic_status(panic)
             self._send(record, config, "Panic")
-            return
-        if not record.started:
-            if isinstance(result, Failure):
-                record.response_status = dict(CLOSED_EARLY_STATUS)
-                record.started = True
-                if long_running:
-                    self._send(record, config, "ResponseStarted")
-            else:
-                # A long-running answer that wrote nothing: its code still went out.
-                self._response_started(request, record, config)
-        self._send(record, config, "ResponseComplete")
-        found = record.template
-        if shape is not None and type(found) is tuple:
-            shape.adopt(found[0])
+        else:
+            if not record.started:
+                if isinstance(result, Failure):
+                    record.response_status = dict(CLOSED_EARLY_STATUS)
+                    record.started = True
+                    if long_running:
+                        self._send(record, config, "ResponseStarted")
+                else:
+                    # A long-running answer that wrote nothing: its code still went out.
+                    self._response_started(request, record, config)
+            self._send(record, config, "ResponseComplete")
+            found = record.template
+            if shape is not None and type(found) is tuple:
+                shape.adopt(found[0])
+        line_sink = self.line_sink
+        if line_sink is not None:
+            # A held RequestReceived goes out even if nothing followed it (an omitted stage).
+            line_sink.release()
 
     # --- the usual request of a known shape ---------------------------------------------------
 
@@ -479,8 +483,6 @@ class AuditStage:
             user=info.authenticated_user or info.user,
         )
         self._finished(request, record, config, False, shape, result)
-        # A held RequestReceived goes out even if nothing followed it (an omitted stage).
-        sink.release()
 
     def _code_status_line(self, code: int) -> bytes:
         lines = self.templates
@@ -551,6 +553,12 @@ class AuditStage:
             line = self.templates.line(record, stage, now)
             if line is not None:
                 self._counts[record.level][1] += 1
+                # A request's first line waits for its last (BufferedSink.hold_line): the
+                # end of the request sends both, or :meth:`_finished`'s release.
+                if stage == "RequestReceived" and not record.info.long_running:
+                    return line_sink.hold_line(line)
+                if stage == "ResponseComplete" or stage == "Panic":
+                    return line_sink.end_line(line)
                 return line_sink.process_line(line)
         event = record.event(stage, now)
         self._counts[record.level][1] += 1
