@@ -26,6 +26,13 @@ channel replaced by a queue and timers on the injected clock:
   gets the same lines in the same order. Under load such a write happens at most every
   :data:`COALESCE_INTERVAL` (5 ms; the first events after a quiet spell go out on the next
   turn): a ``write`` and a timer per turn of the reactor cost more than encoding the events.
+  When every queued line is due at once (batches of one event, no throttle: the
+  defaults), a request's ``RequestReceived`` line may be held without scheduling the pump
+  (:meth:`BufferedSink.hold_line`, used by the audit stage for a request whose lines come
+  from a template): its ``ResponseComplete`` (:meth:`BufferedSink.end_line`) writes the
+  queue at once when the last write is :data:`COALESCE_INTERVAL` old, else schedules the
+  pump, so that a request answered at once costs no timer. Any other line schedules the
+  pump for held lines too; the file gets the same lines in the same order.
   Events are in memory until written, as in any batch mode (blocking mode writes each one
   before the request goes on). With a throttle, which counts batches, they keep
   their size. An event that cannot be encoded is counted and logged by the backend then, as
@@ -129,6 +136,9 @@ class BufferedSink:
         self.due_now = False
         #: Seconds between two writes of a line backend (0: none), and the last pump's time.
         self.interval = COALESCE_INTERVAL if self.coalesce else 0.0
+        #: Every queued line is due at once (a line backend, batches of one event, no
+        #: throttle): :meth:`hold_line` and :meth:`end_line` apply.
+        self.eager = self.coalesce and self.max_size == 1
         self.last_pump = float("-inf")
         self.call: IDelayedCall | None = None
         self.dropped_unlogged = 0
@@ -178,6 +188,51 @@ class BufferedSink:
             # Otherwise the pump is already due for the queue's head (see _queued).
             self._queued(now, len(queue) == 1)
         return True
+
+    def hold_line(self, line: bytes) -> bool:
+        """:meth:`process_line` of a line another will follow soon, which sends both (a
+        request's ``RequestReceived``, followed by its ``ResponseComplete`` through
+        :meth:`end_line` when the request ends; the audit stage sees to it that one
+        follows): when every queued line is due at once (:attr:`eager`), it is queued
+        without scheduling the pump, so that a request answered at once costs no timer."""
+        queue = self.queue
+        if self.eager and self.accepting and len(queue) < self.buffer_size:
+            queue.append((0.0, line))  # its queued time is never read (eager)
+            return True
+        return self.process_line(line)
+
+    def end_line(self, line: bytes) -> bool:
+        """:meth:`process_line` of the line that ends a request's records: when every
+        queued line is due at once (:attr:`eager`) and the last write is
+        :data:`COALESCE_INTERVAL` old, the queue is written now, without a timer; else as
+        :meth:`process_line`, which schedules the pump for the held lines too."""
+        queue = self.queue
+        if self.due_now:
+            if len(queue) < self.buffer_size:
+                queue.append((0.0, line))  # as the usual call of process_line
+                return True
+        elif (
+            self.eager
+            and self.accepting
+            and len(queue) < self.buffer_size
+            and self.started
+            and not self.in_flight
+            and not self.pumping
+            and self.call is None
+        ):
+            now = self.clock.seconds()
+            if now >= self.last_pump + COALESCE_INTERVAL:
+                queue.append((0.0, line))
+                self.last_pump = now
+                self._send([item[1] for item in queue])
+                queue.clear()
+                return True
+        return self.process_line(line)
+
+    def release(self) -> None:
+        """Schedule the pump for held lines (:meth:`hold_line`) that no line followed."""
+        if self.queue and not self.due_now:
+            self._queued(self.clock.seconds(), False)
 
     def _queued(self, now: float, was_empty: bool) -> None:
         """Schedule the pump for what was just queued."""
@@ -290,7 +345,8 @@ class BufferedSink:
         except Exception:
             log.failure("audit backend {name} failed on a batch", name=self.name)
             answer = False
-        if isinstance(answer, Deferred):
+        # A bool first: Deferred is an ABC, so isinstance against it is slow.
+        if type(answer) is not bool and isinstance(answer, Deferred):
             answer.addErrback(self._delegate_failed).addCallback(self._answered)
         else:
             self.in_flight = False

@@ -85,12 +85,8 @@ class LineSink(Sink, Protocol):
 
 
 class AuditMetrics(Protocol):
-    """What backends and the filter record (``pkg/audit/metrics.go``)."""
-
-    def event(self, level: Level) -> None:
-        """One event sent to the backends: ``apiserver_audit_event_total`` (``ObserveEvent``).
-        ``apiserver_audit_level_total{level}`` counts requests, not events (1 per request,
-        None included: ``ObservePolicyLevel``); the filter records it (``policy_level``)."""
+    """What backends and the filter record (``pkg/audit/metrics.go``); the filter's
+    per-request counts are ``apiserver.audit.filter.FilterMetrics.counts``."""
 
     def error(self, plugin: str, count: int) -> None:
         """``count`` events a backend failed to write or dropped:
@@ -104,17 +100,14 @@ class AuditMetrics(Protocol):
 class NoMetrics:
     """An :class:`AuditMetrics` that records nothing (tests, ``--disabled-metrics``)."""
 
-    def event(self, level: Level) -> None:
-        pass
-
     def error(self, plugin: str, count: int) -> None:
         pass
 
     def rejected(self) -> None:
         pass
 
-    def policy_level(self, level: Level) -> None:
-        pass
+    def counts(self, level: Level) -> list[int]:
+        return [0, 0]
 
 
 @attrs.frozen

@@ -35,7 +35,7 @@ from typing import Any
 from apiserver.audit.event import OBJECT_VERBS, AuditRecord, micro_time_bytes, peer_host
 from apiserver.audit.interface import AuditEvent
 
-__all__ = ["EventLines"]
+__all__ = ["EventLines", "Template"]
 
 #: Values put in place of the variable fields while a template is encoded: control
 #: characters, which the encoder writes as ``\u000N`` and no other field can contain
@@ -52,7 +52,9 @@ MAX_TEMPLATES = 2048
 MAX_STATUSES = 256
 
 
-class _Template:
+class Template:
+    """One request shape's line pieces (see the module docstring)."""
+
     __slots__ = ("received", "refs", "stages")
 
     def __init__(self, refs: tuple[Any, ...]) -> None:
@@ -73,7 +75,7 @@ class EventLines:
 
     def __init__(self, encode: Callable[[AuditEvent], bytes]) -> None:
         self.encode = encode
-        self._templates: dict[tuple[Any, ...], _Template] = {}
+        self._templates: dict[tuple[Any, ...], Template] = {}
         #: Shapes seen once: a template is made at the second sighting, so requests of a
         #: shape of their own (an object's URI read once) cost a look-up, not a template.
         self._seen: dict[tuple[Any, ...], None] = {}
@@ -127,7 +129,7 @@ class EventLines:
                 pieces[0],
                 audit_id,
                 pieces[1],
-                self._status_json(status),
+                self.status_json(status),
                 pieces[2],
                 received,
                 pieces[3],
@@ -136,7 +138,7 @@ class EventLines:
             )
         )
 
-    def _find(self, record: AuditRecord) -> tuple[_Template, bytes, bytes] | bool:
+    def _find(self, record: AuditRecord) -> tuple[Template, bytes, bytes] | bool:
         """The record's template with its audit ID and received time encoded, or False
         (not a usual request, or a shape seen for the first time)."""
         audit_id = record.audit_id
@@ -189,7 +191,7 @@ class EventLines:
             del seen[key]
             if len(self._templates) >= MAX_TEMPLATES:
                 self._templates.clear()
-            template = self._templates[key] = _Template((user,))
+            template = self._templates[key] = Template((user,))
         return template, audit_id.encode(), micro_time_bytes(record.received)
 
     def _new(
@@ -253,7 +255,7 @@ class EventLines:
             quoted.insert(3, b"")
         return tuple(quoted)
 
-    def _status_json(self, status: dict[str, Any]) -> bytes:
+    def status_json(self, status: dict[str, Any]) -> bytes:
         """``responseStatus`` as the encoder writes it inside an event."""
         hit = self._statuses.get(id(status))
         if hit is not None and hit[0] is status:

@@ -277,12 +277,13 @@ class Metrics:
 
 class AuditRecorder:
     """The audit metrics of :class:`Metrics` (``apiserver.audit.interface.AuditMetrics``, and
-    the filter's per-request ``policy_level``), as ``pkg/audit/metrics.go`` records them.
+    the filter's per-request ``counts``), as ``pkg/audit/metrics.go`` records them.
 
     The two counts made for every request (its policy level, and each event sent) are kept
-    in plain integers and added to the prometheus-client metrics before each exposition
-    (:meth:`Metrics.before_collect`): an increment of those takes a lock, and they were a
-    measurable part of an audited request. Label children are looked up once per value.
+    in plain integers the audit stage adds to (:meth:`counts`), added to the
+    prometheus-client metrics before each exposition (:meth:`Metrics.before_collect`): an
+    increment of those takes a lock, and they were a measurable part of an audited request.
+    Label children are looked up once per value.
     """
 
     def __init__(self, metrics: Metrics) -> None:
@@ -291,27 +292,28 @@ class AuditRecorder:
         self._rejected = metrics.audit_rejected
         self._level_metric = metrics.audit_levels
         self._plugins: dict[str, Any] = {}
-        self._pending_events = 0
-        self._pending_levels: dict[str, int] = {}
+        #: ``[requests, events]`` per level, not yet added to the metrics (:meth:`counts`).
+        self._pending: dict[str, list[int]] = {}
         metrics.before_collect(self.flush)
 
-    def event(self, level: str) -> None:
-        """``ObserveEvent``: one event sent to the backends."""
-        self._pending_events += 1
-
-    def policy_level(self, level: str) -> None:
-        """``ObservePolicyLevel``: one request's level, None included."""
-        levels = self._pending_levels
-        levels[level] = levels.get(level, 0) + 1
+    def counts(self, level: str) -> list[int]:
+        """The two counters of ``level`` the audit stage adds to: requests at that level
+        (``ObservePolicyLevel``) and events sent (``ObserveEvent``)."""
+        pair = self._pending.get(level)
+        if pair is None:
+            pair = self._pending[level] = [0, 0]
+        return pair
 
     def flush(self) -> None:
         """Add the pending counts to the metrics."""
-        if self._pending_events:
-            self._events.inc(self._pending_events)
-            self._pending_events = 0
-        levels, self._pending_levels = self._pending_levels, {}
-        for level, count in levels.items():
-            self._level_metric.labels(level).inc(count)
+        for level, pair in self._pending.items():
+            requests, events = pair
+            if requests:
+                self._level_metric.labels(level).inc(requests)
+                pair[0] = 0
+            if events:
+                self._events.inc(events)
+                pair[1] = 0
 
     def error(self, plugin: str, count: int) -> None:
         """``HandlePluginError``: ``count`` events a backend failed to write or dropped."""

@@ -229,6 +229,60 @@ def test_coalescing_hands_every_due_batch_over_in_one_call() -> None:
     assert delegate.ids() == [[1, 2, 3], [4, 5], [6]]
 
 
+def test_a_held_line_waits_for_the_line_that_ends_its_request() -> None:
+    # A request answered at once: its RequestReceived is held (no timer), its
+    # ResponseComplete writes both at once when the last write is old enough.
+    sink, delegate, clock = make_coalescing(max_size=1, max_wait=0.0)
+    clock.advance(1)
+    assert sink.hold_line(b"1") is True
+    assert delegate.batches == [] and clock.getDelayedCalls() == []
+    assert sink.end_line(b"2") is True
+    assert delegate.ids() == [[1, 2]] and clock.getDelayedCalls() == []
+    # Within the coalescing interval of that write: the pump is scheduled instead.
+    sink.hold_line(b"3")
+    sink.end_line(b"4")
+    assert delegate.ids() == [[1, 2]]
+    assert len(clock.getDelayedCalls()) == 1
+    clock.advance(COALESCE_INTERVAL)
+    assert delegate.ids() == [[1, 2], [3, 4]]
+
+
+def test_any_other_line_sends_held_lines_and_release_does_when_none_follows() -> None:
+    sink, delegate, clock = make_coalescing(max_size=1, max_wait=0.0)
+    clock.advance(1)
+    sink.hold_line(b"1")  # a slow request's RequestReceived
+    sink.process_line(b"2")  # another request's line
+    clock.advance(0)
+    assert delegate.ids() == [[1, 2]]
+    clock.advance(1)
+    sink.hold_line(b"3")
+    sink.release()  # its request ended without a line of its own
+    clock.advance(0)
+    assert delegate.ids() == [[1, 2], [3]]
+    sink.release()  # nothing held: nothing scheduled
+    assert clock.getDelayedCalls() == []
+
+
+def test_lines_are_held_only_when_every_line_is_due_at_once() -> None:
+    # Batches of two: hold_line and end_line are process_line.
+    sink, delegate, clock = make_coalescing(max_size=2, max_wait=5.0)
+    sink.hold_line(b"1")
+    assert len(clock.getDelayedCalls()) == 1  # the max-wait timer
+    sink.end_line(b"2")
+    clock.advance(0)
+    assert delegate.ids() == [[1, 2]]
+    # After shutdown a line is refused (blocking-strict callers fail the request).
+    sink.shutdown()
+    assert sink.hold_line(b"3") is False and sink.end_line(b"4") is False
+
+
+def test_held_lines_are_drained_on_shutdown() -> None:
+    sink, delegate, _ = make_coalescing(max_size=1, max_wait=0.0)
+    sink.hold_line(b"1")
+    done = sink.shutdown()
+    assert delegate.ids() == [[1]] and done.called
+
+
 def test_coalescing_keeps_a_partial_batch_until_its_wait_is_over() -> None:
     sink, delegate, clock = make_coalescing(max_size=2, max_wait=5.0)
     sink.process_events([ev(1), ev(2), ev(3), ev(4), ev(5)])

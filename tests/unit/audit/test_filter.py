@@ -70,16 +70,22 @@ class RecordingSink:
 
 class RecordingMetrics:
     def __init__(self) -> None:
-        self.events: list[str] = []
-        self.levels: list[str] = []
+        self.pending: dict[str, list[int]] = {}
         self.errors: list[tuple[str, int]] = []
         self.rejections = 0
 
-    def event(self, level: Level) -> None:
-        self.events.append(level)
+    def counts(self, level: Level) -> list[int]:
+        return self.pending.setdefault(level, [0, 0])
 
-    def policy_level(self, level: Level) -> None:
-        self.levels.append(level)
+    @property
+    def levels(self) -> list[str]:
+        """Each request's level (grouped by level)."""
+        return [level for level, (requests, _) in self.pending.items() for _ in range(requests)]
+
+    @property
+    def events(self) -> list[str]:
+        """Each event's level (grouped by level)."""
+        return [level for level, (_, events) in self.pending.items() for _ in range(events)]
 
     def error(self, plugin: str, count: int) -> None:
         self.errors.append((plugin, count))
