@@ -68,6 +68,10 @@ PLUGIN_NAME = "buffered"
 #: Seconds a line backend's due events may wait so that one ``write`` takes them all: under
 #: load, a write (and a timer) per turn of the reactor cost more than the events' encoding.
 COALESCE_INTERVAL = 0.005
+#: Seconds a request's held ``RequestReceived`` line (:meth:`BufferedSink.hold_line`) may
+#: wait for a line that sends it; then it is sent alone. Upstream's log backend writes it
+#: at once; this keeps the difference within a second for a slow request on a quiet server.
+HOLD_MAX = 1.0
 
 #: Seconds between two ``audit buffer queue blocked`` messages.
 BLOCKED_LOG_INTERVAL = 1.0
@@ -141,6 +145,8 @@ class BufferedSink:
         self.eager = self.coalesce and self.max_size == 1
         self.last_pump = float("-inf")
         self.call: IDelayedCall | None = None
+        #: The timer that sends held lines (:meth:`hold_line`) no later than HOLD_MAX.
+        self.hold_call: IDelayedCall | None = None
         self.dropped_unlogged = 0
         self.last_blocked_log: float | None = None
         self.drained: list[Deferred[None]] = []
@@ -198,8 +204,16 @@ class BufferedSink:
         queue = self.queue
         if self.eager and self.accepting and len(queue) < self.buffer_size:
             queue.append((0.0, line))  # its queued time is never read (eager)
+            if self.hold_call is None:
+                # A bound on how late a slow request's first line may reach the backend:
+                # one timer per HOLD_MAX at most, whatever the request rate.
+                self.hold_call = self.clock.callLater(HOLD_MAX, self._hold_expired)
             return True
         return self.process_line(line)
+
+    def _hold_expired(self) -> None:
+        self.hold_call = None
+        self.release()
 
     def end_line(self, line: bytes) -> bool:
         """:meth:`process_line` of the line that ends a request's records: when every
@@ -270,6 +284,9 @@ class BufferedSink:
         """``Shutdown``: send everything queued, then shut the delegate down."""
         self.accepting = False
         self.draining = True
+        hold_call, self.hold_call = self.hold_call, None
+        if hold_call is not None and hold_call.active():
+            hold_call.cancel()
         done: Deferred[None] = Deferred()
         self.drained.append(done)
         if not self.pumping:

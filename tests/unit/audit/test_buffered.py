@@ -11,7 +11,7 @@ from twisted.internet.task import Clock
 from twisted.logger import ILogObserver, LogEvent, formatEvent, globalLogPublisher
 from zope.interface import implementer
 
-from apiserver.audit.buffered import COALESCE_INTERVAL, BufferedSink, TokenBucket
+from apiserver.audit.buffered import COALESCE_INTERVAL, HOLD_MAX, BufferedSink, TokenBucket
 from apiserver.audit.compose import IgnoreErrorsSink, wrap
 from apiserver.audit.interface import (
     AuditEvent,
@@ -235,14 +235,14 @@ def test_a_held_line_waits_for_the_line_that_ends_its_request() -> None:
     sink, delegate, clock = make_coalescing(max_size=1, max_wait=0.0)
     clock.advance(1)
     assert sink.hold_line(b"1") is True
-    assert delegate.batches == [] and clock.getDelayedCalls() == []
+    assert delegate.batches == [] and sink.call is None  # no pump: only the hold bound
     assert sink.end_line(b"2") is True
-    assert delegate.ids() == [[1, 2]] and clock.getDelayedCalls() == []
+    assert delegate.ids() == [[1, 2]] and sink.call is None
     # Within the coalescing interval of that write: the pump is scheduled instead.
     sink.hold_line(b"3")
     sink.end_line(b"4")
     assert delegate.ids() == [[1, 2]]
-    assert len(clock.getDelayedCalls()) == 1
+    assert sink.call is not None
     clock.advance(COALESCE_INTERVAL)
     assert delegate.ids() == [[1, 2], [3, 4]]
 
@@ -260,7 +260,24 @@ def test_any_other_line_sends_held_lines_and_release_does_when_none_follows() ->
     clock.advance(0)
     assert delegate.ids() == [[1, 2], [3]]
     sink.release()  # nothing held: nothing scheduled
-    assert clock.getDelayedCalls() == []
+    assert sink.call is None
+
+
+def test_a_held_line_nothing_follows_goes_out_within_hold_max() -> None:
+    sink, delegate, clock = make_coalescing(max_size=1, max_wait=0.0)
+    clock.advance(1)
+    sink.hold_line(b"1")  # a slow request's RequestReceived, on a quiet server
+    sink.hold_line(b"2")  # another one: still one timer
+    assert len(clock.getDelayedCalls()) == 1
+    clock.advance(HOLD_MAX - 0.01)
+    assert delegate.ids() == []
+    clock.advance(0.01)
+    clock.advance(0)
+    assert delegate.ids() == [[1, 2]]
+    assert clock.getDelayedCalls() == []  # nothing held: no timer left
+    sink.hold_line(b"3")
+    sink.shutdown()  # drains the held line and cancels the bound
+    assert delegate.ids() == [[1, 2], [3]] and clock.getDelayedCalls() == []
 
 
 def test_lines_are_held_only_when_every_line_is_due_at_once() -> None:
