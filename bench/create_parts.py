@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import glob
-import io
 import os
 import subprocess
 import sys
@@ -34,7 +33,6 @@ PARTS = ("empty", "decode_body", "validate", "managed_fields", "storage", "answe
 def _parts(tree: Path) -> dict[str, Callable[[], Any]]:
     sys.path.insert(0, str(tree / "src"))
     from twisted.internet.task import Clock
-    from twisted.web.http_headers import Headers
 
     from apiserver.api.events import corev1
     from apiserver.api.events.rest import EVENTS_V1, GR, EventsAPI
@@ -44,26 +42,12 @@ def _parts(tree: Path) -> dict[str, Callable[[], Any]]:
     from apiserver.storage.memory.store import MemoryStore
 
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from create_bench import BODY, PATH
-
-    class Request:
-        def __init__(self) -> None:
-            self.content = io.BytesIO(BODY)
-            self.uri = PATH.encode()
-            self.requestHeaders = Headers(
-                {
-                    b"content-type": [b"application/json"],
-                    b"user-agent": [b"h2load nghttp2/1.64.0"],
-                    b"accept": [b"*/*"],
-                }
-            )
-
-        def getHeader(self, name: bytes) -> bytes | None:
-            values = self.requestHeaders.getRawHeaders(name)
-            return values[-1] if values else None
+    from create_bench import BODY, PATH, FakeRequest
 
     # What EventsAPI reads of a request (the whole HTTPRequest contract is not needed).
-    new_request: Callable[[], Any] = Request
+    def new_request() -> Any:
+        return FakeRequest(BODY)
+
     clock = Clock()
     clock.advance(1_700_000_000)
     store = MemoryStore(clock)
