@@ -133,6 +133,21 @@ class _Shape:
             self.rr, self.rc = rr, rc
 
 
+def new_record(
+    request: HTTPRequest, info: RequestInfo, config: AuditConfig, received: float
+) -> AuditRecord:
+    """The record of a request received at ``received`` under the policy answer ``config``
+    (the user the authenticator found, else the request's)."""
+    return AuditRecord(
+        request,
+        info,
+        config.level,
+        received,
+        omit_managed_fields=config.omit_managed_fields,
+        user=info.authenticated_user or info.user,
+    )
+
+
 #: Shapes kept; cleared when full (a server sees a bounded set of request shapes; unique
 #: URIs only cost a miss).
 MAX_SHAPES = 4096
@@ -206,14 +221,7 @@ class AuditStage:
         )
         if usual and shape.rc is not None and self.line_sink is not None:
             return self._fused(request, info, shape)
-        record = AuditRecord(
-            request,
-            info,
-            config.level,
-            self.clock.seconds(),
-            omit_managed_fields=config.omit_managed_fields,
-            user=info.authenticated_user or user,
-        )
+        record = new_record(request, info, config, self.clock.seconds())
         if record.verb in _BODY_LOGGING_VERBS:
             self._read_request_object(request, record, config.level)
         accepted = self._send(record, config, "RequestReceived")
@@ -474,14 +482,7 @@ class AuditStage:
                 shape.counts[1] += 1
                 return
         config = shape.config
-        record = AuditRecord(
-            request,
-            info,
-            config.level,
-            received,
-            omit_managed_fields=config.omit_managed_fields,
-            user=info.authenticated_user or info.user,
-        )
+        record = new_record(request, info, config, received)
         self._finished(request, record, config, False, shape, result)
 
     def _code_status_line(self, code: int) -> bytes:

@@ -12,6 +12,7 @@ from twisted.internet.address import IPv4Address
 from apiserver.audit.buffered import BufferedSink
 from apiserver.audit.encoding import encode_event
 from apiserver.audit.event import AuditRecord
+from apiserver.audit.filter import new_record
 from apiserver.audit.interface import BatchOptions, NoMetrics
 from apiserver.audit.log import LogSink, Rotation
 from apiserver.audit.templates import EventLines
@@ -96,15 +97,7 @@ def check_fused(h: Harness, checked: CheckedLines) -> None:
         return None
 
     def record_of(request: Any, info: Any, shape: Any, received: float) -> AuditRecord:
-        config = shape.config
-        return AuditRecord(
-            request,
-            info,
-            config.level,
-            received,
-            omit_managed_fields=config.omit_managed_fields,
-            user=info.authenticated_user or info.user,
-        )
+        return new_record(request, info, shape.config, received)
 
     def checked_fused(request: Any, info: Any, shape: Any) -> Any:
         queued, sent = len(queue), len(written)
