@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import sqlite3
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +47,7 @@ def _run(path: str, batches: list[list[Step]], fold: bool) -> tuple[Any, ...]:
     writer = store_module._Writer(conn, rev, compact)
     saved = store_module._CREATE
     if not fold:
-        store_module._CREATE = object()  # nothing matches: every op runs alone
+        store_module._CREATE = object()  # type: ignore[assignment]  # nothing matches: each op alone
     try:
         outcomes, events = [], []
         for steps in batches:
@@ -64,12 +63,6 @@ def _run(path: str, batches: list[list[Step]], fold: bool) -> tuple[Any, ...]:
         store_module._CREATE = saved
         conn.close()
     return outcomes, events, rows
-
-
-@pytest.fixture
-def paths() -> Iterator[tuple[str, str]]:
-    with tempfile.TemporaryDirectory() as tmp:
-        yield str(Path(tmp) / "a.db"), str(Path(tmp) / "b.db")
 
 
 def _same(batches: list[list[Step]]) -> tuple[Any, ...]:
@@ -104,8 +97,8 @@ def test_a_key_created_twice_in_one_run_fails_the_second() -> None:
     assert outcomes[0][0].mod_revision == 2 and outcomes[0][1].mod_revision == 3
 
 
-def test_a_failed_statement_rolls_the_whole_batch_back(paths: tuple[str, str]) -> None:
-    conn, rev, compact = schema.open_writer(paths[0])
+def test_a_failed_statement_rolls_the_whole_batch_back(tmp_path: Path) -> None:
+    conn, rev, compact = schema.open_writer(str(tmp_path / "store.db"))
     writer = store_module._Writer(conn, rev, compact)
     conn.execute(
         "CREATE TRIGGER refuse BEFORE INSERT ON current WHEN NEW.name = x'2f62' "

@@ -35,6 +35,7 @@ import fcntl
 import os
 import queue
 import sqlite3
+import sys
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
@@ -558,6 +559,21 @@ def _read_replay(
     return _events(rows), upper, (rows[-1][0] if len(rows) >= limit else 0)
 
 
+def _drain(source: queue.SimpleQueue[Any], into: list[Any], item: Any, limit: int) -> bool:
+    """Add ``item`` and whatever else ``source`` holds (until ``into`` has ``limit``
+    items) to ``into``; True when the stop marker came (nothing after it is taken)."""
+    while True:
+        if item is _STOP:
+            return True
+        into.append(item)
+        if len(into) >= limit:
+            return False
+        try:
+            item = source.get_nowait()
+        except queue.Empty:
+            return False
+
+
 def _sync_dir(path: str) -> None:
     """fsync a directory, so the names of the files made in it survive a crash."""
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
@@ -945,10 +961,18 @@ class SqliteStore:
         try:
             while not stopping:
                 batch: list[_Op] = []
-                stopping = self._take(batch, self._queue.get())
+                stopping = _drain(self._queue, batch, self._queue.get(), self._max_batch)
                 if batch:
                     if write_fd < 0:
                         events = self._run(writer, batch)
+                        call(
+                            self._batch_done,
+                            batch,
+                            events,
+                            writer.rev,
+                            writer.compact_rev,
+                            writer.base,
+                        )
                     else:
                         # Writers of the sibling processes queue on a kernel lock, woken at
                         # once when it is free, rather than on SQLite's sleeping busy handler.
@@ -962,7 +986,7 @@ class SqliteStore:
                                 except queue.Empty:
                                     pass
                                 else:
-                                    stopping = self._take(batch, item)
+                                    stopping = _drain(self._queue, batch, item, self._max_batch)
                             events = self._run(writer, batch)
                         finally:
                             fcntl.flock(write_fd, fcntl.LOCK_UN)
@@ -970,15 +994,6 @@ class SqliteStore:
                         # while this one takes the next batch.
                         assert syncer is not None
                         syncer.put((batch, events, writer.rev, writer.compact_rev, writer.base))
-                        continue
-                    call(
-                        self._batch_done,
-                        batch,
-                        events,
-                        writer.rev,
-                        writer.compact_rev,
-                        writer.base,
-                    )
         finally:
             if syncer is not None:
                 syncer.put(_STOP)
@@ -1033,15 +1048,8 @@ class SqliteStore:
         shared_rev, feed = self._shared_rev, self._feed
         stopping = False
         while not stopping:
-            done = [pending.get()]
-            while True:
-                try:
-                    done.append(pending.get_nowait())
-                except queue.Empty:
-                    break
-            if done[-1] is _STOP:
-                done.pop()
-                stopping = True
+            done: list[Any] = []
+            stopping = _drain(pending, done, pending.get(), sys.maxsize)
             if not done:
                 continue
             self._sync_log([op for item in done for op in item[0]])
@@ -1071,21 +1079,6 @@ class SqliteStore:
             error = UnavailableError(f"sqlite: the commit could not be synced to disk: {e}")
             for op in batch:
                 op.result, op.error = None, error
-
-    def _take(self, batch: list[_Op], item: Any) -> bool:
-        """Add ``item`` and whatever else is queued (up to the batch size) to ``batch``;
-        True when the stop marker came (nothing after it is taken)."""
-        queue_ = self._queue
-        while True:
-            if item is _STOP:
-                return True
-            batch.append(item)
-            if len(batch) >= self._max_batch:
-                return False
-            try:
-                item = queue_.get_nowait()
-            except queue.Empty:
-                return False
 
     def committed_revision(self) -> int:
         """The newest revision already dispatched to watchers on the reactor thread.
