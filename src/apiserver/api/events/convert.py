@@ -528,6 +528,22 @@ _DATES: dict[str, bool] = {}
 _DATES_SIZE = 4096
 
 
+def date_exists(date: str) -> bool:
+    """Whether ``date`` (``YYYY-MM-DD``, ASCII digits) is a day of the calendar,
+    remembered in ``_DATES`` (callers on hot paths read that first)."""
+    exists = _DATES.get(date)
+    if exists is None:
+        try:
+            _dt.date(int(date[:4]), int(date[5:7]), int(date[8:10]))
+            exists = True
+        except ValueError:
+            exists = False
+        if len(_DATES) >= _DATES_SIZE:
+            _DATES.clear()
+        _DATES[date] = exists
+    return exists
+
+
 def _canonical_time(value: str, micro: bool) -> str | None:
     """Fast path: a value already in canonical wire form is returned as is ("" for the zero
     time); anything else (or an impossible date) goes through :func:`parse_go_time`."""
@@ -539,14 +555,7 @@ def _canonical_time(value: str, micro: bool) -> str | None:
     date = value[:10]
     exists = _DATES.get(date)
     if exists is None:
-        try:
-            _dt.date(int(value[:4]), int(value[5:7]), int(value[8:10]))
-            exists = True
-        except ValueError:
-            exists = False
-        if len(_DATES) >= _DATES_SIZE:
-            _DATES.clear()
-        _DATES[date] = exists
+        exists = date_exists(date)
     if not exists or value[11:13] > "23" or value[14:16] > "59" or value[17:19] > "59":
         return None
     if (

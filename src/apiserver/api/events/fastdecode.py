@@ -39,7 +39,6 @@ answers that from the raw bytes.
 
 from __future__ import annotations
 
-import datetime as _dt
 import re
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -62,7 +61,7 @@ FastDecoder = Callable[[Mapping[str, Any]], Obj | None]
 
 
 #: Times already in canonical wire form, ASCII digits and in-range clock fields; the date is
-#: checked apart (:func:`_known_date`). Any other spelling is the generic decoder's
+#: checked apart (:func:`.convert.date_exists`). Any other spelling is the generic decoder's
 #: (:func:`.convert._canonical_time`, then Go's parse), which returns these unchanged.
 _TIME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]Z")
 _MICRO = re.compile(
@@ -71,23 +70,6 @@ _MICRO = re.compile(
 #: The zero time, which decodes as unset.
 _TIME_ZERO = "0001-01-01T00:00:00Z"
 _MICRO_ZERO = "0001-01-01T00:00:00.000000Z"
-
-#: Calendar dates (``YYYY-MM-DD``) found to exist: events fall on a handful of days.
-#: Bounded; emptied when full.
-_DATES: dict[str, None] = {}
-_DATES_SIZE = 4096
-
-
-def _known_date(date: str) -> bool:
-    """Whether ``date`` (``YYYY-MM-DD``, ASCII digits) exists; remembered when it does."""
-    try:
-        _dt.date(int(date[:4]), int(date[5:7]), int(date[8:10]))
-    except ValueError:
-        return False
-    if len(_DATES) >= _DATES_SIZE:
-        _DATES.clear()
-    _DATES[date] = None
-    return True
 
 
 class _Unusual(Exception):
@@ -105,8 +87,8 @@ class _Generator:
             "UNUSUAL": _UNUSUAL,
             "TIME": _TIME.fullmatch,
             "MICRO": _MICRO.fullmatch,
-            "DATES": _DATES,
-            "known_date": _known_date,
+            "DATES": convert._DATES,
+            "date_exists": convert.date_exists,
         }
         self.lines: list[str] = []
         self._names: dict[int, str] = {}
@@ -203,7 +185,7 @@ class _Generator:
                 "    if item is not None:",
                 f"        if not isinstance(item, str) or {pattern}(item) is None:",
                 "            raise UNUSUAL",
-                "        if item[:10] not in DATES and not known_date(item[:10]):",
+                "        if not DATES.get(item[:10]) and not date_exists(item[:10]):",
                 "            raise UNUSUAL",
                 f"        if item != {zero!r}:",
                 f"            {into} = item",
