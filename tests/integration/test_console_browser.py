@@ -135,6 +135,10 @@ def row_names(driver: WebDriver) -> list[str]:
 
 
 def sign_in(driver: WebDriver, daemon: Daemon, token: str) -> None:
+    """Sign in with the form, from a tab that holds no token: the console keeps the token in
+    sessionStorage, so a page loaded with one signs itself in and never shows the form."""
+    driver.get(f"{daemon.url}/ui/")
+    driver.execute_script("window.sessionStorage.clear()")
     driver.get(f"{daemon.url}/ui/")
     field = wait_for(driver, lambda d: d.find_element(By.ID, "token"), "the sign-in form")
     wait_for(driver, lambda d: field.is_displayed(), "the sign-in form shown")
@@ -260,10 +264,6 @@ def test_admin_watches_health_and_events(
 
 def test_forbidden_user_sees_the_message(browser: WebDriver, daemon: Daemon, shots: Path) -> None:
     driver = browser
-    driver.get(f"{daemon.url}/ui/")
-    signout = driver.find_element(By.ID, "signout")
-    if signout.is_displayed():
-        signout.click()
     sign_in(driver, daemon, VIEWER_TOKEN)
     wait_for(driver, lambda d: "viewer" in text(d, "whoami"), "signed in as viewer")
     wait_for(driver, lambda d: "Forbidden (403)" in text(d, "events-error"), "events 403")
@@ -275,6 +275,7 @@ def test_forbidden_user_sees_the_message(browser: WebDriver, daemon: Daemon, sho
 
     # A bad token is refused with a message, not a blank page.
     driver.find_element(By.ID, "signout").click()
+    wait_for(driver, lambda d: d.find_element(By.ID, "token").is_displayed(), "signed out")
     sign_in(driver, daemon, "not-a-token")
     wait_for(driver, lambda d: "Unauthorized (401)" in text(d, "signin-error"), "401 message")
     driver.save_screenshot(str(shots / "10-unauthorized.png"))
