@@ -296,6 +296,30 @@ async def test_a_failing_request_does_not_fail_its_batch(opened: tuple[SqliteSto
 
 
 @pytest_twisted.ensureDeferred
+async def test_the_writes_of_one_reactor_turn_commit_together(
+    opened: tuple[SqliteStore, Clock], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The ops submitted in one reactor turn reach the writer as one queue item at the
+    turn's end (one wake-up of the writer thread, one transaction), not one by one."""
+    store, _ = opened
+    batches: list[list[bytes]] = []
+    run = store._run
+
+    def recording(writer: Any, batch: list[Any]) -> Any:
+        keys = [op.args[0] for op in batch if op.fn is store_module._Writer.create]
+        batches.append([k for k in keys if k.startswith(b"/turn/")])
+        return run(writer, batch)
+
+    monkeypatch.setattr(store, "_run", recording)
+    ds = [store.create(b"/turn/%d" % i, b"v") for i in range(3)]
+    # Nothing went to the writer during the turn: the three wait in the outbox.
+    assert [op.args[0] for op in store._outbox[-3:]] == [b"/turn/%d" % i for i in range(3)]
+    results = await gatherResults(ds)
+    assert [b for b in batches if b] == [[b"/turn/0", b"/turn/1", b"/turn/2"]]
+    assert [kv.mod_revision for kv in results] == [results[0].mod_revision + i for i in range(3)]
+
+
+@pytest_twisted.ensureDeferred
 async def test_watch_callbacks_may_write_and_cancel(opened: tuple[SqliteStore, Clock]) -> None:
     store, _ = opened
     seen: list[WatchEvent] = []
