@@ -86,6 +86,10 @@ def connect(path: str, *, readonly: bool = False) -> sqlite3.Connection:
     conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=30.0)
     conn.execute("PRAGMA busy_timeout = 30000")
     conn.execute("PRAGMA cache_size = -32768")
+    # Temporary data (statement journals, sorts, IN lists) in memory: a multi-row insert of
+    # a batch journals more pages than SQLite keeps in memory by default (64 KiB) and then
+    # made, wrote and deleted a temporary file for each such statement.
+    conn.execute("PRAGMA temp_store = MEMORY")
     if readonly:
         conn.execute("PRAGMA query_only = ON")
     else:
