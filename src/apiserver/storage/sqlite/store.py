@@ -1274,8 +1274,8 @@ class SqliteStore:
         The ops of one reactor turn (every request its ready sockets carried) reach the
         writer together: one wake-up of the writer thread, and one turn of the GIL to it,
         per turn instead of per op, so the reactor loses the GIL to the writer less often
-        (measured: +8 % creates/s with one worker, bench/RESULTS.md). A sequential client
-        pays one ``callLater(0)`` per write for it.
+        (measured, bench/RESULTS.md: creates 1.10x with two workers; with one worker no
+        change beyond the noise). A sequential client pays one ``callLater(0)`` per write.
         """
         ops = self._outbox
         if ops:
