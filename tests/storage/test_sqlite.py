@@ -320,6 +320,32 @@ async def test_the_writes_of_one_reactor_turn_commit_together(
 
 
 @pytest_twisted.ensureDeferred
+async def test_a_turn_with_more_writes_than_a_batch_takes_spans_batches(
+    db: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``max_batch`` bounds every transaction, also when one reactor turn hands over more
+    writes than that: the rest wait for the next batches, in order."""
+    store = SqliteStore(db, reactor=reactor, clock=Clock(), max_batch=2, run_maintenance=False)
+    await store.start()
+    try:
+        batches: list[list[bytes]] = []
+        run = store._run
+
+        def recording(writer: Any, batch: list[Any]) -> Any:
+            batches.append([op.args[0] for op in batch])
+            return run(writer, batch)
+
+        monkeypatch.setattr(store, "_run", recording)
+        results = await gatherResults([store.create(b"/many/%d" % i, b"v") for i in range(5)])
+        assert batches == [[b"/many/0", b"/many/1"], [b"/many/2", b"/many/3"], [b"/many/4"]]
+        assert [kv.mod_revision for kv in results] == [
+            results[0].mod_revision + i for i in range(5)
+        ]
+    finally:
+        await store.stop()
+
+
+@pytest_twisted.ensureDeferred
 async def test_watch_callbacks_may_write_and_cancel(opened: tuple[SqliteStore, Clock]) -> None:
     store, _ = opened
     seen: list[WatchEvent] = []

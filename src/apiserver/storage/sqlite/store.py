@@ -560,20 +560,26 @@ def _read_replay(
     return _events(rows), upper, (rows[-1][0] if len(rows) >= limit else 0)
 
 
-def _drain(source: queue.SimpleQueue[Any], into: list[Any], item: Any, limit: int) -> bool:
-    """Add the items of ``item`` (a list) and of the lists ``source`` holds (until ``into``
-    has ``limit`` items or more) to ``into``; True when the stop marker came (nothing after
-    it is taken)."""
+def _drain(
+    source: queue.SimpleQueue[Any], into: list[Any], item: Any, limit: int
+) -> tuple[bool, list[Any]]:
+    """Add the items of ``item`` (a list) and of the lists ``source`` holds to ``into``,
+    until ``into`` has ``limit`` items. Returns whether the stop marker came (nothing after
+    it is taken) and the items of the last list that did not fit (they come first next)."""
     while True:
         if item is _STOP:
-            return True
+            return True, []
+        room = limit - len(into)
+        if len(item) > room:
+            into.extend(item[:room])
+            return False, item[room:]
         into.extend(item)
         if len(into) >= limit:
-            return False
+            return False, []
         try:
             item = source.get_nowait()
         except queue.Empty:
-            return False
+            return False, []
 
 
 def _sync_dir(path: str) -> None:
@@ -964,10 +970,13 @@ class SqliteStore:
             sync_thread.start()
         call(self._opened, rev, compact_rev)
         stopping = False
+        # Ops of a hand-over that did not fit in the last batch (``max_batch``).
+        carried: list[_Op] = []
         try:
             while not stopping:
                 batch: list[_Op] = []
-                stopping = _drain(self._queue, batch, self._queue.get(), self._max_batch)
+                first = carried or self._queue.get()
+                stopping, carried = _drain(self._queue, batch, first, self._max_batch)
                 if batch:
                     if write_fd < 0:
                         events = self._run(writer, batch)
@@ -992,7 +1001,9 @@ class SqliteStore:
                                 except queue.Empty:
                                     pass
                                 else:
-                                    stopping = _drain(self._queue, batch, item, self._max_batch)
+                                    stopping, carried = _drain(
+                                        self._queue, batch, item, self._max_batch
+                                    )
                             events = self._run(writer, batch)
                         finally:
                             fcntl.flock(write_fd, fcntl.LOCK_UN)
@@ -1006,16 +1017,16 @@ class SqliteStore:
                 assert sync_thread is not None
                 sync_thread.join()
             # Anything still queued (only if the loop died) is answered rather than lost.
-            leftovers: list[_Op] = []
+            leftovers: list[_Op] = carried
             while True:
                 try:
                     item = self._queue.get_nowait()
                 except queue.Empty:
                     break
                 if item is not _STOP:
-                    for op in item:
-                        op.error = UnavailableError("sqlite writer stopped")
                     leftovers.extend(item)
+            for op in leftovers:
+                op.error = UnavailableError("sqlite writer stopped")
             if leftovers:
                 call(self._batch_done, leftovers, [], writer.rev, writer.compact_rev)
             if not stopping:
@@ -1056,7 +1067,7 @@ class SqliteStore:
         stopping = False
         while not stopping:
             done: list[Any] = []
-            stopping = _drain(pending, done, pending.get(), sys.maxsize)
+            stopping, _ = _drain(pending, done, pending.get(), sys.maxsize)
             if not done:
                 continue
             self._sync_log([op for item in done for op in item[0]])
