@@ -96,7 +96,8 @@ async def _round(
         nonlocal left
         while left > 0:
             left -= 1
-            response: Any = await defer.maybeDeferred(api.handle, FakeRequest(body, path), info)
+            handle: Any = api.handle
+            response: Any = await defer.maybeDeferred(handle, FakeRequest(body, path), info)
             if response.code != 201:
                 failures.append(response)
 

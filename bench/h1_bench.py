@@ -65,7 +65,7 @@ def make_site(body_size: int = 0) -> tuple[ApiSite, Clock]:
 
 
 def twisted_channel(site: ApiSite, clock: Clock) -> Any:
-    channel = http.HTTPChannel()
+    channel: Any = http.HTTPChannel()
     channel.requestFactory = ApiRequest
     channel.site = site
     channel.factory = site
