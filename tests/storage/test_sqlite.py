@@ -320,6 +320,22 @@ async def test_the_writes_of_one_reactor_turn_commit_together(
 
 
 @pytest_twisted.ensureDeferred
+async def test_a_write_waiting_for_the_hand_over_when_the_writer_dies_is_answered(
+    opened: tuple[SqliteStore, Clock],
+) -> None:
+    """The writer thread's death is announced on the reactor before the turn's hand-over
+    runs: a write still in the outbox then fails at once instead of waiting forever."""
+    store, _ = opened
+    waiting = store.create(b"/stranded/a", b"v")
+    store._writer_died([])  # as the dying writer's callFromThread runs it
+    with pytest.raises(UnavailableError, match="sqlite writer stopped"):
+        await waiting
+    assert store._outbox == []
+    with pytest.raises(UnavailableError, match="store is failed"):
+        await store.create(b"/stranded/b", b"v")
+
+
+@pytest_twisted.ensureDeferred
 async def test_a_turn_with_more_writes_than_a_batch_takes_spans_batches(
     db: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

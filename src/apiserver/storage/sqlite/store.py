@@ -1016,21 +1016,10 @@ class SqliteStore:
                 syncer.put(_STOP)
                 assert sync_thread is not None
                 sync_thread.join()
-            # Anything still queued (only if the loop died) is answered rather than lost.
-            leftovers: list[_Op] = carried
-            while True:
-                try:
-                    item = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if item is not _STOP:
-                    leftovers.extend(item)
-            for op in leftovers:
-                op.error = UnavailableError("sqlite writer stopped")
-            if leftovers:
-                call(self._batch_done, leftovers, [], writer.rev, writer.compact_rev)
             if not stopping:
-                call(self._writer_died)
+                # The loop died: what it still held, and what is queued, is answered (on
+                # the reactor, with the writes not yet handed over) rather than lost.
+                call(self._writer_died, carried)
             if writer.checkpoint_deferred:
                 # Not into space the disk does not have: the WAL is replayed at next open.
                 writer.checkpoint_if_room(self._path)
@@ -1111,10 +1100,25 @@ class SqliteStore:
         """
         return self._rev
 
-    def _writer_died(self) -> None:
+    def _writer_died(self, carried: list[_Op]) -> None:
         _log.error("sqlite writer thread ended unexpectedly; the store is unavailable")
         if self._state == "running":
             self._state = "failed"
+        # Writes no writer will take: ``carried`` (taken from the queue, not yet run), the
+        # queue, and this turn's outbox (this call runs before the turn's hand-over). They
+        # are answered rather than left waiting forever.
+        stranded = carried + self._outbox
+        self._outbox = []
+        while True:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if item is not _STOP:
+                stranded.extend(item)
+        for op in stranded:
+            op.error = UnavailableError("sqlite writer stopped")
+        self._answer(stranded)
 
     def _run(self, writer: _Writer, batch: list[_Op]) -> list[WatchEvent]:
         try:
