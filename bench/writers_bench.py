@@ -2,7 +2,7 @@
 """Store commit rate under N concurrent writer processes (issue 19, ``--workers``).
 
 Usage: ``python bench/writers_bench.py [--processes 1,2,4] [--seconds 5] [--concurrency 16]
-[--backend sqlite|etcd3]``
+[--backend sqlite|etcd3] [--writer process|thread]``
 
 What is shared when a server runs several workers decides how far it scales with cores: on
 the embedded store every worker commits to the one SQLite file, one transaction at a time
@@ -56,6 +56,7 @@ def child(args: argparse.Namespace) -> int:
                 worker=(args.index, args.count) if args.count > 1 else None,
                 compaction_interval=0,
                 sweep_interval=0,
+                writer=args.writer,
             )
         await store.start()
         try:
@@ -100,6 +101,7 @@ def measure(args: argparse.Namespace, count: int, tmp: Path, etcd: Any) -> tuple
                 __file__,
                 "--child",
                 f"--backend={args.backend}",
+                f"--writer={args.writer}",
                 f"--target={target}",
                 f"--index={i}",
                 f"--count={count}",
@@ -136,6 +138,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--concurrency", type=int, default=16, help="creates in flight a process")
     parser.add_argument("--backend", choices=("sqlite", "etcd3"), default="sqlite")
+    parser.add_argument(
+        "--writer",
+        choices=("process", "thread"),
+        default="process",
+        help="where each store's SQLite writer runs (the server's: process)",
+    )
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--target", help=argparse.SUPPRESS)
     parser.add_argument("--index", type=int, default=0, help=argparse.SUPPRESS)
@@ -164,7 +172,8 @@ def main(argv: list[str] | None = None) -> int:
             if etcd is not None:
                 etcd.stop()
     print(
-        f"\n| writer processes ({args.backend}, {os.cpu_count()} cores, concurrency "
+        f"\n| writer processes ({args.backend}, writer {args.writer}, {os.cpu_count()} cores, "
+        f"concurrency "
         f"{args.concurrency} each) | creates/s | per process | vs 1 |"
     )
     print("|---|---|---|---|")

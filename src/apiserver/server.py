@@ -221,9 +221,16 @@ def make_store(config: ServerConfig, reactor: Any, worker: tuple[int, int] | Non
             sweep_interval=1.0 if maintains else 0,
             run_maintenance=False,
             worker=worker,
+            writer="process",
         )
+    # The writer in a process of its own, off the reactor's interpreter lock
+    # (apiserver.storage.sqlite.writer_process).
     return SqliteStore(
-        path, reactor, compaction_interval=config.store_compaction_interval, run_maintenance=False
+        path,
+        reactor,
+        compaction_interval=config.store_compaction_interval,
+        run_maintenance=False,
+        writer="process",
     )
 
 

@@ -26,7 +26,14 @@ from twisted.internet.task import Clock, deferLater
 
 from apiserver.storage.interface import Store
 
-BACKENDS = ["memory", "sqlite", "sqlite-workers", "etcd3"]
+BACKENDS = [
+    "memory",
+    "sqlite",
+    "sqlite-process",
+    "sqlite-workers",
+    "sqlite-workers-process",
+    "etcd3",
+]
 
 
 class TwoWorkers:
@@ -157,23 +164,27 @@ def backend_factory(
 
         return make_memory
 
-    if request.param == "sqlite":
+    # The writer on a thread of the test process, or in a writer process (the server's).
+    writer = "process" if request.param.endswith("-process") else "thread"
+    if request.param in ("sqlite", "sqlite-process"):
         from apiserver.storage.sqlite import SqliteStore
 
         def make_sqlite() -> tuple[Store, Clock | None]:
             clock = Clock()
-            store = SqliteStore(str(tmp_path / "store.db"), reactor=reactor, clock=clock)
+            store = SqliteStore(
+                str(tmp_path / "store.db"), reactor=reactor, clock=clock, writer=writer
+            )
             return store, clock
 
         return make_sqlite
 
-    if request.param == "sqlite-workers":
+    if request.param in ("sqlite-workers", "sqlite-workers-process"):
         from apiserver.storage.sqlite import SqliteStore
 
         def make_workers() -> tuple[Store, Clock | None]:
             clock = Clock()
             path = str(tmp_path / "store.db")
-            first = SqliteStore(path, reactor=reactor, clock=clock, worker=(0, 2))
+            first = SqliteStore(path, reactor=reactor, clock=clock, worker=(0, 2), writer=writer)
             second = SqliteStore(
                 path,
                 reactor=reactor,
@@ -181,6 +192,7 @@ def backend_factory(
                 worker=(1, 2),
                 sweep_interval=0,
                 compaction_interval=0,
+                writer=writer,
             )
             return cast(Store, TwoWorkers(first, second)), clock
 

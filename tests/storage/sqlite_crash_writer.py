@@ -1,6 +1,7 @@
 """Crash-test helper: writes to a SqliteStore until killed, printing every acknowledgement.
 
-Run as ``python -m tests.storage.sqlite_crash_writer DB_PATH``. Keeps several writes in
+Run as ``python -m tests.storage.sqlite_crash_writer DB_PATH [thread|process]`` (where the
+store's writer runs; default thread). Keeps several writes in
 flight (so group commit batches them). Each key is created, and every third one is then
 updated; a line goes to stdout, flushed, only after the store acknowledged the write:
 
@@ -26,8 +27,8 @@ from apiserver.storage.sqlite import SqliteStore
 IN_FLIGHT = 16
 
 
-def main(path: str) -> None:
-    store = SqliteStore(path, reactor=reactor, compaction_interval=0)
+def main(path: str, writer: str = "thread") -> None:
+    store = SqliteStore(path, reactor=reactor, compaction_interval=0, writer=writer)
     counter = itertools.count()
     out = sys.stdout
 
@@ -69,4 +70,4 @@ def main(path: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(*sys.argv[1:3])

@@ -35,6 +35,7 @@ from apiserver.storage.interface import (
 )
 from apiserver.storage.sqlite import SCHEMA_VERSION, SchemaVersionError, SqliteStore, schema
 from apiserver.storage.sqlite import store as store_module
+from apiserver.storage.sqlite import writer as writer_module
 from apiserver.storage.sqlite.store import prefix_end
 from tests.storage.conftest import sleep
 
@@ -195,8 +196,9 @@ async def _raises(exc: type[BaseException], d: Any) -> BaseException:
     return info.value
 
 
+@pytest.mark.parametrize("writer", ["thread", "process"])
 @pytest_twisted.ensureDeferred
-async def test_newer_schema_version_is_refused(db: str) -> None:
+async def test_newer_schema_version_is_refused(db: str, writer: str) -> None:
     store = SqliteStore(db, reactor=reactor, clock=Clock())
     await store.start()
     await store.create(b"/k", b"v")
@@ -206,7 +208,7 @@ async def test_newer_schema_version_is_refused(db: str) -> None:
     conn.commit()
     conn.close()
 
-    store = SqliteStore(db, reactor=reactor, clock=Clock())
+    store = SqliteStore(db, reactor=reactor, clock=Clock(), writer=writer)
     err = await _raises(SchemaVersionError, store.start())
     assert f"schema version {SCHEMA_VERSION + 1}" in str(err)
     assert "newer" in str(err)
@@ -215,13 +217,14 @@ async def test_newer_schema_version_is_refused(db: str) -> None:
     await store.stop()
 
 
+@pytest.mark.parametrize("writer", ["thread", "process"])
 @pytest_twisted.ensureDeferred
-async def test_a_foreign_database_is_refused(db: str) -> None:
+async def test_a_foreign_database_is_refused(db: str, writer: str) -> None:
     conn = sqlite3.connect(db)
     conn.execute("CREATE TABLE something (x)")
     conn.commit()
     conn.close()
-    store = SqliteStore(db, reactor=reactor, clock=Clock())
+    store = SqliteStore(db, reactor=reactor, clock=Clock(), writer=writer)
     err = await _raises(SchemaVersionError, store.start())
     assert "not one of this server" in str(err)
 
@@ -303,14 +306,15 @@ async def test_the_writes_of_one_reactor_turn_commit_together(
     turn's end (one wake-up of the writer thread, one transaction), not one by one."""
     store, _ = opened
     batches: list[list[bytes]] = []
-    run = store._run
+    assert store._loop is not None
+    run = store._loop._run
 
     def recording(writer: Any, batch: list[Any]) -> Any:
         keys = [op.args[0] for op in batch if op.fn is store_module._Writer.create]
         batches.append([k for k in keys if k.startswith(b"/turn/")])
         return run(writer, batch)
 
-    monkeypatch.setattr(store, "_run", recording)
+    monkeypatch.setattr(store._loop, "_run", recording)
     ds = [store.create(b"/turn/%d" % i, b"v") for i in range(3)]
     # Nothing went to the writer during the turn: the three wait in the outbox.
     assert [op.args[0] for op in store._outbox[-3:]] == [b"/turn/%d" % i for i in range(3)]
@@ -345,13 +349,14 @@ async def test_a_turn_with_more_writes_than_a_batch_takes_spans_batches(
     await store.start()
     try:
         batches: list[list[bytes]] = []
-        run = store._run
+        assert store._loop is not None
+        run = store._loop._run
 
         def recording(writer: Any, batch: list[Any]) -> Any:
             batches.append([op.args[0] for op in batch])
             return run(writer, batch)
 
-        monkeypatch.setattr(store, "_run", recording)
+        monkeypatch.setattr(store._loop, "_run", recording)
         results = await gatherResults([store.create(b"/many/%d" % i, b"v") for i in range(5)])
         assert batches == [[b"/many/0", b"/many/1"], [b"/many/2", b"/many/3"], [b"/many/4"]]
         assert [kv.mod_revision for kv in results] == [
@@ -559,12 +564,16 @@ def _read_acks(proc: subprocess.Popen[str], n: int, timeout: float) -> list[str]
     return lines
 
 
+@pytest.mark.parametrize("writer", ["thread", "process"])
 @pytest_twisted.ensureDeferred
-async def test_every_acknowledged_write_survives_kill_9(db: str) -> None:
+async def test_every_acknowledged_write_survives_kill_9(db: str, writer: str) -> None:
+    """Also with the writer in a process of its own: the server's kill -9 takes its writer
+    process with it (``PR_SET_PDEATHSIG``), and the store opens again at once (the opening
+    writer waits out the lock the dying writer still holds for a moment)."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(REPO / "src"), str(REPO)])
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.storage.sqlite_crash_writer", db],
+        [sys.executable, "-m", "tests.storage.sqlite_crash_writer", db, writer],
         cwd=str(REPO),
         env=env,
         stdout=subprocess.PIPE,
@@ -671,8 +680,8 @@ def test_io_error_is_no_space_only_on_a_full_file_system(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     io_error = _sqlite_error(10, "disk I/O error")
-    assert store_module.is_no_space(_sqlite_error(13, "database or disk is full"), str(tmp_path))
-    assert not store_module.is_no_space(io_error, str(tmp_path))
-    monkeypatch.setattr(store_module, "free_bytes", lambda directory: 0)
-    assert store_module.is_no_space(io_error, str(tmp_path))
-    assert not store_module.is_no_space(_sqlite_error(5, "database is locked"), str(tmp_path))
+    assert writer_module.is_no_space(_sqlite_error(13, "database or disk is full"), str(tmp_path))
+    assert not writer_module.is_no_space(io_error, str(tmp_path))
+    monkeypatch.setattr(writer_module, "free_bytes", lambda directory: 0)
+    assert writer_module.is_no_space(io_error, str(tmp_path))
+    assert not writer_module.is_no_space(_sqlite_error(5, "database is locked"), str(tmp_path))

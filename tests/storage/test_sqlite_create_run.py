@@ -15,26 +15,26 @@ from hypothesis import strategies as st
 
 from apiserver.storage.interface import KeyExistsError
 from apiserver.storage.sqlite import schema
-from apiserver.storage.sqlite import store as store_module
+from apiserver.storage.sqlite import writer as store_module
 
 Step = tuple[str, bytes, bytes]
 
 
-def _ops(steps: list[Step]) -> list[store_module._Op]:
+def _ops(steps: list[Step]) -> list[store_module.Work]:
     ops = []
     for kind, key, value in steps:
         if kind == "create":
-            ops.append(store_module._Op(store_module._Writer.create, (key, value, 0, None)))
+            ops.append(store_module.Work(store_module._Writer.create, (key, value, 0, None)))
         elif kind == "create-ttl":
-            ops.append(store_module._Op(store_module._Writer.create, (key, value, 30, 99.5)))
+            ops.append(store_module.Work(store_module._Writer.create, (key, value, 30, 99.5)))
         elif kind == "update":
-            ops.append(store_module._Op(store_module._Writer.update, (key, value, 0, 0, None)))
+            ops.append(store_module.Work(store_module._Writer.update, (key, value, 0, 0, None)))
         else:
-            ops.append(store_module._Op(store_module._Writer.delete, (key, 0)))
+            ops.append(store_module.Work(store_module._Writer.delete, (key, 0)))
     return ops
 
 
-def _outcome(op: store_module._Op) -> Any:
+def _outcome(op: store_module.Work) -> Any:
     if op.error is not None:
         err = op.error
         return (type(err).__name__, str(err), getattr(err, "revision", None))

@@ -167,7 +167,8 @@ async def test_a_sibling_reads_a_commit_only_once_it_is_on_disk(
     seen: list[WatchEvent] = []
     b.watch(b"/d/", 0, seen.append)
     b._feed.stop()  # type: ignore[union-attr]  # b reads only when told to, below
-    shared = a._shared_rev
+    assert a._loop is not None
+    shared = a._loop.shared_rev  # the writer's, which the syncer advances after the fsync
     assert shared is not None
     advance = shared.advance
     shared.advance = lambda revision: None  # type: ignore[method-assign]  # "not synced yet"

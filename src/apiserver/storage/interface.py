@@ -23,10 +23,13 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Sequence
-from typing import Protocol, cast, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, cast, runtime_checkable
 
 import attrs
-from twisted.internet.defer import Deferred
+
+if TYPE_CHECKING:
+    # Only in annotations: the store's writer process imports this module without Twisted.
+    from twisted.internet.defer import Deferred
 
 
 def prefix_end(prefix: bytes) -> bytes | None:

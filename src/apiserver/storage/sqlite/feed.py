@@ -2,7 +2,7 @@
 
 Every worker commits to the one database file, so a worker's watch cache must also learn of
 the commits of its siblings. After each commit that wrote something the committing writer
-thread sends one datagram (no payload that matters: "the log moved") to each sibling's
+sends one datagram (no payload that matters: "the log moved") to each sibling's
 socket; a sibling that receives it reads the log rows after the last revision it dispatched
 (``SqliteStore._tail``), so events always come out of the log itself, in revision order and
 without gaps, whatever datagram was lost or merged. A periodic tail in the store catches a
@@ -27,11 +27,7 @@ import socket
 from collections.abc import Callable
 from typing import Any
 
-from twisted.logger import Logger
-
-__all__ = ["ChangeFeed", "SharedRevision", "feed_address"]
-
-_log = Logger()
+__all__ = ["ChangeFeed", "FeedNotice", "SharedRevision", "feed_address"]
 
 #: Datagrams drained per wake-up before the tail is asked for (the rest wait for the next).
 _DRAIN = 64
@@ -43,20 +39,43 @@ def feed_address(db_path: str, index: int) -> bytes:
     return b"\0apiserver-feed-" + digest.encode() + b"-" + str(index).encode()
 
 
-class ChangeFeed:
-    """One worker's end of the feed: a socket siblings notify, and :meth:`notify` for them.
+class FeedNotice:
+    """The sending end of the feed: :meth:`notify` tells worker ``index``'s siblings the log
+    moved. The committing writer calls it (on its thread, or in its writer process):
+    ``sendto`` on a non-blocking datagram socket is one system call per sibling and never
+    waits."""
 
-    ``on_change`` runs on the reactor thread when a notice arrives. :meth:`notify` may be
-    called from any thread (the writer thread calls it right after its commit): ``sendto``
-    on a non-blocking datagram socket is one system call per sibling and never waits.
-    """
+    def __init__(self, db_path: str, index: int, count: int) -> None:
+        self._peers = tuple(feed_address(db_path, i) for i in range(count) if i != index)
+        send = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        send.setblocking(False)
+        self._send: socket.socket | None = send
+
+    def notify(self) -> None:
+        """Tell every sibling the log moved (a sibling not listening is skipped)."""
+        send = self._send
+        if send is None:
+            return
+        for peer in self._peers:
+            try:
+                send.sendto(b"!", peer)
+            except OSError:
+                pass  # not started yet, restarting, or its buffer is full: its tail catches up
+
+    def close(self) -> None:
+        if self._send is not None:
+            self._send.close()
+            self._send = None
+
+
+class ChangeFeed:
+    """One worker's receiving end of the feed: a socket its siblings' :class:`FeedNotice`
+    writes to. ``on_change`` runs on the reactor thread when a notice arrives."""
 
     def __init__(self, db_path: str, index: int, count: int, reactor: Any) -> None:
         self._reactor = reactor
         self._own = feed_address(db_path, index)
-        self._peers = tuple(feed_address(db_path, i) for i in range(count) if i != index)
         self._sock: socket.socket | None = None
-        self._send: socket.socket | None = None
         self._on_change: Callable[[], None] | None = None
 
     def start(self, on_change: Callable[[], None]) -> None:
@@ -69,34 +88,20 @@ class ChangeFeed:
             # A previous incarnation of this worker may linger for a moment after a kill;
             # the periodic tail still follows the log, only with more latency.
             sock.close()
-            _log.warn("store change feed: cannot bind its socket; following by polling")
+            # Imported here: the writer process imports this module without Twisted.
+            from twisted.logger import Logger
+
+            Logger().warn("store change feed: cannot bind its socket; following by polling")
         else:
             self._sock = sock
             self._on_change = on_change
             self._reactor.addReader(self)
-        send = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        send.setblocking(False)
-        self._send = send
 
     def stop(self) -> None:
         if self._sock is not None:
             self._reactor.removeReader(self)
             self._sock.close()
             self._sock = None
-        if self._send is not None:
-            self._send.close()
-            self._send = None
-
-    def notify(self) -> None:
-        """Tell every sibling the log moved (a sibling not listening is skipped)."""
-        send = self._send
-        if send is None:
-            return
-        for peer in self._peers:
-            try:
-                send.sendto(b"!", peer)
-            except OSError:
-                pass  # not started yet, restarting, or its buffer is full: its tail catches up
 
     # -- IReadDescriptor --------------------------------------------------------------------
 
@@ -156,9 +161,9 @@ class SharedRevision:
         return int(self._word.value)
 
     def advance(self, revision: int) -> None:
-        """Store ``revision`` unless the counter is already past it (writer threads, after
-        their commit is on disk; two processes may race, so the compare and the store run
-        under the file's lock)."""
+        """Store ``revision`` unless the counter is already past it (the writers' syncer
+        threads, after their commit is on disk; two processes may race, so the compare and
+        the store run under the file's lock)."""
         word = self._word
         if revision <= word.value:
             return

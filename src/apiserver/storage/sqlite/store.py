@@ -7,8 +7,10 @@ Design (see ``schema.py`` for the tables):
   reports revision 0 (``resourceVersion`` "0" means "any" in the API). ``current`` maps
   each live key to its latest row, updated in the same transaction, so reads at the latest
   revision never aggregate over history.
-* Writes go through one dedicated writer thread with its own connection (the only writer
-  SQLite allows anyway). The reactor hands it the writes of each reactor turn together;
+* Writes go through one writer with its own connection (the only writer SQLite allows
+  anyway; ``writer.py``), on a thread of this process or in a child process of its own
+  (``writer_process.py``, the server's choice). The reactor hands it the writes of each
+  reactor turn together;
   requests queue up while a transaction commits, and the writer takes all of them into the
   next transaction (group commit), so one fsync acknowledges many writes.
   Every request is acknowledged only after its transaction committed (``synchronous=FULL``
@@ -16,7 +18,7 @@ Design (see ``schema.py`` for the tables):
 * Reads run on a small pool of reader threads, each with its own read-only connection; WAL
   gives them a consistent snapshot per read transaction without blocking the writer.
 * Watches are fanned out in process: after each commit the writer hands the new events to the
-  reactor thread (``callFromThread`` keeps commit order), which offers them to every watcher
+  reactor thread (in commit order), which offers them to every watcher
   whose prefix matches. A watch from a past revision first replays the log (in pages) while
   buffering live events, then switches to live delivery without gaps or duplicates.
 * TTL: a key written with ``ttl`` gets an absolute expiry on the injected clock; a sweeper on
@@ -32,11 +34,9 @@ which neither batches commits nor gives the single-writer ordering the revision 
 
 from __future__ import annotations
 
-import fcntl
 import os
 import queue
 import sqlite3
-import sys
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
@@ -51,15 +51,12 @@ from twisted.python.threadpool import ThreadPool
 
 from apiserver.storage.interface import (
     CompactedError,
-    ConflictError,
     FutureRevisionError,
-    KeyExistsError,
     KeyNotFoundError,
     KeyValue,
     NoSpaceError,
     PeriodicTask,
     RangeResult,
-    StorageError,
     StorageTimeoutError,
     StoreCapabilities,
     UnavailableError,
@@ -69,14 +66,34 @@ from apiserver.storage.interface import (
 from apiserver.storage.periodic import PeriodicRunner
 from apiserver.storage.sqlite import schema
 from apiserver.storage.sqlite.feed import ChangeFeed, SharedRevision
+from apiserver.storage.sqlite.writer import (
+    MAX_BATCH,
+    ROWS_PER_STATEMENT,
+    STOP,
+    Work,
+    WriterLoop,
+    _as_storage_error,
+    _Writer,
+    free_bytes,
+    is_no_space,
+    release_lock,
+    take_lock,
+)
 
-__all__ = ["SqliteStore", "prefix_end"]
+__all__ = [
+    "MAX_BATCH",
+    "ROWS_PER_STATEMENT",
+    "SqliteStore",
+    "free_bytes",
+    "is_no_space",
+    "prefix_end",
+    "release_lock",
+    "take_lock",
+]
 
 _log = Logger()
 _T = TypeVar("_T")
 
-#: Most requests one transaction takes (bounds a commit's latency under heavy load).
-MAX_BATCH = 1024
 #: Revisions one compaction step covers (bounds how long one step holds the writer).
 COMPACT_STEP = 10_000
 #: Log rows one watch-replay read returns.
@@ -89,307 +106,15 @@ TAIL_PAGE = 200
 TAIL_INTERVAL = 0.5
 
 
-# --------------------------------------------------------------------------------------------
-# Writer side (runs in the writer thread only)
-# --------------------------------------------------------------------------------------------
+class _Op(Work):
+    """A write on its way to the writer: created on the reactor thread, which fires
+    ``deferred`` once the writer reported the op's batch committed."""
 
-_SQL_CURRENT = (
-    "SELECT c.id, c.create_revision, c.lease, l.value FROM current c "
-    "JOIN log l ON l.id = c.id WHERE c.name = ?"
-)
-_SQL_INSERT_LOG = (
-    "INSERT INTO log (id, name, created, deleted, create_revision, prev_revision, lease, value) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
-)
-
-
-class _Op:
-    """One request for the writer. Created on the reactor thread; the writer fills in
-    ``result``/``error``; the reactor thread fires ``deferred`` after the commit."""
-
-    __slots__ = ("args", "deferred", "error", "fn", "result")
+    __slots__ = ("deferred",)
 
     def __init__(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
-        self.fn = fn
-        self.args = args
+        super().__init__(fn, args)
         self.deferred: Deferred[Any] = Deferred()
-        self.result: Any = None
-        self.error: BaseException | None = None
-
-
-_STOP = object()
-
-#: Rows one multi-row statement of :meth:`_Writer.create_run` carries (8 parameters a log
-#: row: 800 stays under SQLite's oldest limit of 999 host parameters).
-ROWS_PER_STATEMENT = 100
-_SQL_EXISTING = "SELECT name, id FROM current WHERE name IN ("
-_SQL_INSERT_LOG_HEAD = (
-    "INSERT INTO log (id, name, created, deleted, create_revision, prev_revision, lease, value) "
-    "VALUES "
-)
-_SQL_INSERT_CURRENT_HEAD = "INSERT INTO current (name, id, create_revision, lease, expires) VALUES "
-
-
-def _insert_rows(
-    cur: sqlite3.Cursor, head: str, width: int, rows: Sequence[tuple[Any, ...]]
-) -> None:
-    """``rows`` through ``head`` in statements of at most :data:`ROWS_PER_STATEMENT` rows."""
-    one = "(" + ",".join("?" * width) + ")"
-    for start in range(0, len(rows), ROWS_PER_STATEMENT):
-        chunk = rows[start : start + ROWS_PER_STATEMENT]
-        cur.execute(head + ",".join([one] * len(chunk)), [v for row in chunk for v in row])
-
-
-class _Writer:
-    """State owned by the writer thread: its connection and the revision counters."""
-
-    def __init__(
-        self, conn: sqlite3.Connection, rev: int, compact_rev: int, shared: bool = False
-    ) -> None:
-        self.conn = conn
-        #: Other processes write the same file (``--workers``): the revision counters are read
-        #: again inside each write transaction, where no other writer can move them.
-        self.shared = shared
-        self.cur = conn.cursor()
-        self.rev = rev  # last committed revision
-        self.compact_rev = compact_rev  # committed compacted revision
-        self._next = rev  # last revision taken in the open transaction
-        self._compact = compact_rev  # compacted revision in the open transaction
-        self.events: list[WatchEvent] = []
-        #: The revision the last batch started from (its writes are the ones after it).
-        self.base = rev
-        #: Set when the disk filled up: SQLite's checkpoints at commit are off (one would
-        #: grow the database file into whatever space is freed, taking it from the writes)
-        #: until :meth:`checkpoint_if_room` finds room for the WAL's pages and folds it back.
-        self.checkpoint_deferred = False
-
-    def defer_checkpoints(self) -> None:
-        if not self.checkpoint_deferred:
-            self.checkpoint_deferred = True
-            try:
-                self.conn.execute("PRAGMA wal_autocheckpoint = 0")
-            except sqlite3.Error:
-                pass
-
-    def checkpoint_if_room(self, path: str) -> bool:
-        """Fold the WAL back into the database (and truncate it) once the file system has
-        room for every page it may add; True when done."""
-        try:
-            wal = os.path.getsize(path + "-wal")
-            if free_bytes(os.path.dirname(path) or ".") < wal + CHECKPOINT_MARGIN:
-                return False
-            busy = self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
-            if busy:
-                return False
-            self.conn.execute(f"PRAGMA wal_autocheckpoint = {AUTOCHECKPOINT_PAGES}")
-        except (OSError, sqlite3.Error):
-            return False
-        self.checkpoint_deferred = False
-        return True
-
-    # -- transactions --------------------------------------------------------------------
-
-    def run_batch(self, batch: Sequence[_Op]) -> list[WatchEvent]:
-        """Run ``batch`` in one transaction. Precondition failures (typed StorageErrors,
-        raised before an op writes anything) fail only their op; any other error rolls the
-        whole transaction back and propagates."""
-        self.events = []
-        self.base = self.rev
-        self._next = self.rev
-        self._compact = self.compact_rev
-        cur = self.cur
-        cur.execute("BEGIN IMMEDIATE")
-        try:
-            if self.shared:
-                # Revisions are allocated inside the write transaction, so they stay global
-                # and increasing whichever process commits (etcd's single revision counter).
-                self.rev, self.compact_rev = schema.read_revisions(self.conn)
-                self.base = self.rev
-                self._next = self.rev
-                self._compact = self.compact_rev
-            index, count = 0, len(batch)
-            while index < count:
-                op = batch[index]
-                if op.fn is _CREATE:
-                    end = index + 1
-                    while end < count and batch[end].fn is _CREATE:
-                        end += 1
-                    if end - index > 1:
-                        self.create_run(batch[index:end])
-                        index = end
-                        continue
-                try:
-                    op.result = op.fn(self, *op.args)
-                except StorageError as e:
-                    op.error = e
-                index += 1
-            cur.execute("COMMIT")
-        except BaseException:
-            if self.conn.in_transaction:
-                try:
-                    cur.execute("ROLLBACK")
-                except sqlite3.Error:
-                    pass
-            self.events = []
-            raise
-        self.rev = self._next
-        self.compact_rev = self._compact
-        return self.events
-
-    def _take_rev(self) -> int:
-        self._next += 1
-        return self._next
-
-    def _current(self, key: bytes) -> tuple[int, int, int, bytes] | None:
-        row: tuple[int, int, int, bytes] | None = self.cur.execute(_SQL_CURRENT, (key,)).fetchone()
-        return row
-
-    def _matching(self, key: bytes, expected: int) -> KeyValue:
-        """The key's current value, checked against the precondition of an update or delete:
-        KeyNotFoundError if it is gone, ConflictError unless ``expected`` (0: any) is its
-        revision."""
-        row = self._current(key)
-        if row is None:
-            raise KeyNotFoundError(f"key {key!r} not found", key=key)
-        mod, created, lease, old = row
-        current = KeyValue(key, old, created, mod, lease)
-        if expected and expected != mod:
-            raise ConflictError(
-                f"key {key!r} is at revision {mod}, not {expected}",
-                key=key,
-                revision=mod,
-                current=current,
-            )
-        return current
-
-    # -- operations (called as op.fn(writer, *args)) --------------------------------------
-
-    def create(self, key: bytes, value: bytes, ttl: int, expires: float | None) -> KeyValue:
-        cur = self.cur
-        row = cur.execute("SELECT id FROM current WHERE name = ?", (key,)).fetchone()
-        if row is not None:
-            raise KeyExistsError(f"key {key!r} already exists", key=key, revision=row[0])
-        rev = self._take_rev()
-        cur.execute(_SQL_INSERT_LOG, (rev, key, 1, 0, rev, 0, ttl, value))
-        cur.execute(
-            "INSERT INTO current (name, id, create_revision, lease, expires) "
-            "VALUES (?, ?, ?, ?, ?)",
-            (key, rev, rev, ttl, expires),
-        )
-        kv = KeyValue(key, value, rev, rev, ttl)
-        self.events.append(WatchEvent("PUT", kv, None))
-        return kv
-
-    def create_run(self, ops: Sequence[_Op]) -> None:
-        """Consecutive creates of one batch in a few multi-row statements.
-
-        Same result as :meth:`create` op by op (revisions in batch order, KeyExistsError for
-        a key already there), but with three statements per :data:`ROWS_PER_STATEMENT`
-        creates instead of three per create: the sqlite3 module lets go of the GIL around
-        every statement and must take it back from the busy reactor thread after each, and
-        those hand-offs, not SQLite, were most of a batch's time under load.
-        """
-        keys = [op.args[0] for op in ops]
-        if len(set(keys)) != len(keys):
-            # Two creates of one key: the second must see the first; op by op.
-            for op in ops:
-                try:
-                    op.result = self.create(*op.args)
-                except StorageError as e:
-                    op.error = e
-            return
-        cur = self.cur
-        existing: dict[bytes, int] = {}
-        for start in range(0, len(keys), ROWS_PER_STATEMENT):
-            chunk = keys[start : start + ROWS_PER_STATEMENT]
-            sql = _SQL_EXISTING + ",".join("?" * len(chunk)) + ")"
-            existing.update(cur.execute(sql, chunk).fetchall())
-        log_rows: list[tuple[Any, ...]] = []
-        current_rows: list[tuple[Any, ...]] = []
-        events = self.events
-        for op in ops:
-            key, value, ttl, expires = op.args
-            if key in existing:
-                op.error = KeyExistsError(
-                    f"key {key!r} already exists", key=key, revision=existing[key]
-                )
-                continue
-            rev = self._take_rev()
-            log_rows.append((rev, key, 1, 0, rev, 0, ttl, value))
-            current_rows.append((key, rev, rev, ttl, expires))
-            kv = KeyValue(key, value, rev, rev, ttl)
-            events.append(WatchEvent("PUT", kv, None))
-            op.result = kv
-        _insert_rows(cur, _SQL_INSERT_LOG_HEAD, 8, log_rows)
-        _insert_rows(cur, _SQL_INSERT_CURRENT_HEAD, 5, current_rows)
-
-    def update(
-        self, key: bytes, value: bytes, expected: int, ttl: int, expires: float | None
-    ) -> KeyValue:
-        cur = self.cur
-        prev = self._matching(key, expected)
-        mod, created = prev.mod_revision, prev.create_revision
-        rev = self._take_rev()
-        cur.execute(_SQL_INSERT_LOG, (rev, key, 0, 0, created, mod, ttl, value))
-        cur.execute(
-            "UPDATE current SET id = ?, lease = ?, expires = ? WHERE name = ?",
-            (rev, ttl, expires, key),
-        )
-        kv = KeyValue(key, value, created, rev, ttl)
-        self.events.append(WatchEvent("PUT", kv, prev))
-        return kv
-
-    def delete(self, key: bytes, expected: int) -> KeyValue:
-        cur = self.cur
-        prev = self._matching(key, expected)
-        mod, created = prev.mod_revision, prev.create_revision
-        rev = self._take_rev()
-        cur.execute(_SQL_INSERT_LOG, (rev, key, 0, 1, created, mod, 0, None))
-        cur.execute("DELETE FROM current WHERE name = ?", (key,))
-        # etcd's DELETE event carries only the key and the deletion revision.
-        self.events.append(WatchEvent("DELETE", KeyValue(key, b"", 0, rev, 0), prev))
-        return KeyValue(key, prev.value, created, rev, prev.lease)
-
-    def sweep(self, now: float, limit: int) -> bool:
-        """Delete keys whose expiry is at or before ``now``; True if more may be expired."""
-        rows = self.cur.execute(
-            "SELECT name FROM current WHERE expires <= ? ORDER BY expires LIMIT ?",
-            (now, limit),
-        ).fetchall()
-        for (name,) in rows:
-            self.delete(name, 0)
-        return len(rows) >= limit
-
-    def compact(self, target: int, final: int) -> int:
-        """Forget history below ``target``, one step towards ``final``; returns the compacted
-        revision.
-
-        Invariant kept (by induction over steps, starting from compact_rev 0): for every key,
-        the newest row with id <= compact_rev survives unless it is a tombstone, and so does
-        the row every surviving row with id >= compact_rev points at with ``prev_revision``
-        (needed for the prev_kv of a replayed event). So a step from ``oc`` to ``target``
-        deletes exactly: the predecessors of rows with ids in [oc, target), and the
-        tombstones with ids in [oc, target). A row's successor is unique, so a predecessor of
-        a row at or above ``target`` is kept.
-        """
-        if final > self._next:
-            raise FutureRevisionError(
-                f"compaction revision {final} is ahead of the current revision {self._next}",
-                revision=self._next,
-            )
-        oc = self._compact
-        if target <= oc:
-            return oc
-        cur = self.cur
-        cur.execute(
-            "DELETE FROM log WHERE id IN (SELECT prev_revision FROM log "
-            "WHERE id >= ? AND id < ? AND prev_revision > 0)",
-            (oc, target),
-        )
-        cur.execute("DELETE FROM log WHERE id >= ? AND id < ? AND deleted = 1", (oc, target))
-        cur.execute("UPDATE meta SET value = ? WHERE name = 'compact_rev'", (target,))
-        self._compact = target
-        return target
 
 
 # --------------------------------------------------------------------------------------------
@@ -560,37 +285,6 @@ def _read_replay(
     return _events(rows), upper, (rows[-1][0] if len(rows) >= limit else 0)
 
 
-def _drain(
-    source: queue.SimpleQueue[Any], into: list[Any], item: Any, limit: int
-) -> tuple[bool, list[Any]]:
-    """Add the items of ``item`` (a list) and of the lists ``source`` holds to ``into``,
-    until ``into`` has ``limit`` items. Returns whether the stop marker came (nothing after
-    it is taken) and the items of the last list that did not fit (they come first next)."""
-    while True:
-        if item is _STOP:
-            return True, []
-        room = limit - len(into)
-        if len(item) > room:
-            into.extend(item[:room])
-            return False, item[room:]
-        into.extend(item)
-        if len(into) >= limit:
-            return False, []
-        try:
-            item = source.get_nowait()
-        except queue.Empty:
-            return False, []
-
-
-def _sync_dir(path: str) -> None:
-    """fsync a directory, so the names of the files made in it survive a crash."""
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _read_tail(
     conn: sqlite3.Connection, start: int, limit: int, durable: int
 ) -> tuple[list[WatchEvent], int, int, int]:
@@ -721,8 +415,33 @@ class SqliteWatch:
 # --------------------------------------------------------------------------------------------
 
 
-#: The writer op :meth:`_Writer.run_batch` folds into :meth:`_Writer.create_run`.
-_CREATE = _Writer.create
+class _ThreadSink:
+    """A writer thread's reports, each run on the reactor thread (``callFromThread`` keeps
+    their order)."""
+
+    def __init__(self, store: SqliteStore) -> None:
+        self._store = store
+        self._call = store._reactor.callFromThread
+
+    def opened(self, rev: int, compact_rev: int) -> None:
+        self._call(self._store._opened, rev, compact_rev)
+
+    def open_failed(self, error: BaseException) -> None:
+        self._call(self._store._open_failed, Failure(error))
+
+    def batch_done(
+        self, batch: list[Any], events: list[WatchEvent], rev: int, compact_rev: int, base: int
+    ) -> None:
+        self._call(self._store._batch_done, batch, events, rev, compact_rev, base)
+
+    def died(self, carried: list[Any]) -> None:
+        self._call(self._store._writer_died, carried)
+
+    def finished(self) -> None:
+        self._call(self._store._writer_done.callback, None)
+
+    def error(self, message: str) -> None:
+        _log.error("{message}", message=message)
 
 
 class SqliteStore:
@@ -745,9 +464,18 @@ class SqliteStore:
     as soon as space is freed; checkpoints wait until the WAL's pages fit (see
     ``_Writer.defer_checkpoints``).
 
-    Capabilities: the writer is in this process and a commit reaches the watches before its
+    Capabilities: the writer is this store's own and a commit reaches the watches before its
     writer is answered, so the store knows its committed revision synchronously
     (:meth:`committed_revision`). Watches deliver as commits happen (no pause).
+
+    The writer (``writer``): the same :class:`~apiserver.storage.sqlite.writer.WriterLoop`
+    runs on a thread of this process (``"thread"``, the default here: nothing to spawn, and
+    tests can reach into it) or in a child process of its own (``"process"``, what the
+    server runs: it does not share the interpreter lock with the busy reactor, see
+    :mod:`apiserver.storage.sqlite.writer_process`). Either way the ops of each reactor turn
+    go to it together and its reports come back to the reactor thread in commit order; if
+    it dies, every write it had not answered fails with "sqlite writer stopped" and the
+    store is unavailable (``/readyz`` fails) until the server restarts.
 
     Several workers (``worker=(index, count)``, ``--workers``): every worker process opens
     the one file (a shared lock instead of the exclusive one), takes the write lock
@@ -779,15 +507,23 @@ class SqliteStore:
         max_batch: int = MAX_BATCH,
         run_maintenance: bool = True,
         worker: tuple[int, int] | None = None,
+        writer: str = "thread",
     ) -> None:
+        if writer not in ("thread", "process"):
+            raise ValueError(f"writer must be 'thread' or 'process', not {writer!r}")
         self._path = path
+        #: Where the writer runs (see "The writer" in the class docstring).
+        self._writer_kind = writer
         #: ``(index, count)`` of this worker when ``--workers`` runs several processes on the
         #: one file (see "Several workers" in the class docstring); None: this process is the
         #: only writer.
         self._shared = worker is not None and worker[1] > 1
         self._feed: ChangeFeed | None = None
+        #: What the writer is told of ``worker`` (None: the only writer of the file).
+        self._worker: tuple[int, int] | None = None
         if self._shared:
             assert worker is not None
+            self._worker = worker
             self._feed = ChangeFeed(path, worker[0], worker[1], reactor)
         #: The file's newest committed revision, shared by the workers (opened at start).
         self._shared_rev: SharedRevision | None = None
@@ -806,11 +542,17 @@ class SqliteStore:
         self.on_out_of_space: Callable[[], None] | None = None
         self._max_batch = max(1, max_batch)
         self._state = "new"  # new -> starting -> running -> stopping -> stopped
-        #: Lists of ops for the writer (:meth:`_hand_over`), or ``_STOP``.
+        #: Lists of ops for a writer thread (:meth:`_hand_over`), or ``STOP``.
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         #: Ops submitted in this reactor turn, handed over at its end.
         self._outbox: list[_Op] = []
+        #: Gives a list of ops to the writer (the thread's queue or the process's pipe).
+        self._deliver: Callable[[list[_Op]], None] = self._queue.put
         self._thread: threading.Thread | None = None
+        #: The writer thread's loop (``writer="thread"``).
+        self._loop: WriterLoop | None = None
+        #: The writer process (``writer="process"``), from start until it ended.
+        self._process: Any = None
         self._started: Deferred[None] | None = None
         self._writer_done: Deferred[None] = Deferred()
         self._stopped: Deferred[None] | None = None
@@ -843,8 +585,23 @@ class SqliteStore:
             return defer.fail(UnavailableError(f"store is {self._state}; cannot start again"))
         self._state = "starting"
         self._started = Deferred()
+        if self._writer_kind == "process":
+            from apiserver.storage.sqlite.writer_process import WriterProcess
+
+            try:
+                self._process = WriterProcess.spawn(
+                    self, self._reactor, self._path, self._max_batch, self._worker
+                )
+            except Exception as e:
+                self._state = "stopped"
+                return defer.fail(UnavailableError(f"sqlite: cannot start its writer: {e}"))
+            self._deliver = self._process.send
+            return _chain(self._started)
+        self._loop = WriterLoop(
+            self._path, self._queue, _ThreadSink(self), self._max_batch, self._worker
+        )
         self._thread = threading.Thread(
-            target=self._writer_main, name=f"sqlite-writer:{os.path.basename(self._path)}"
+            target=self._loop.run, name=f"sqlite-writer:{os.path.basename(self._path)}"
         )
         self._thread.daemon = True
         self._thread.start()
@@ -858,7 +615,8 @@ class SqliteStore:
         self._compactor_seen = rev
         for runner in self._runners:
             runner.start()
-        if self._shared_rev is not None:
+        if self._shared:
+            self._shared_rev = SharedRevision(self._path)
             self.committed_revision = self._shared_rev.get  # type: ignore[method-assign]
         if self._feed is not None:
             self._feed.start(self._tail)
@@ -870,6 +628,7 @@ class SqliteStore:
 
     def _open_failed(self, failure: Failure) -> None:
         self._state = "stopped"
+        self._process = None
         if self._thread is not None:
             self._thread.join()
             self._thread = None
@@ -900,7 +659,10 @@ class SqliteStore:
         if self._tail_loop is not None and self._tail_loop.running:
             self._tail_loop.stop()
         self._hand_over()
-        self._queue.put(_STOP)
+        if self._process is not None:
+            self._process.close()  # the writer process takes the end of its input as STOP
+        else:
+            self._queue.put(STOP)
         self._writer_done.addCallback(self._finish_stop)
         return _chain(self._stopped)
 
@@ -908,6 +670,7 @@ class SqliteStore:
         if self._thread is not None:
             self._thread.join()
             self._thread = None
+        self._process = None
         # Committed writes still waiting for the tail are answered: they are on disk.
         waiting, self._waiting = self._waiting, []
         for _, batch in waiting:
@@ -925,168 +688,6 @@ class SqliteStore:
         assert self._stopped is not None
         self._stopped.callback(None)
 
-    # -- writer thread ----------------------------------------------------------------------
-
-    def _writer_main(self) -> None:
-        call = self._reactor.callFromThread
-        lock_fd = write_fd = -1
-        shared = self._shared
-        try:
-            lock_fd = _lock(self._path, shared=shared)
-            if shared:
-                write_fd = os.open(
-                    self._path + ".write-lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600
-                )
-            conn, rev, compact_rev = schema.open_writer(self._path)
-            if shared:
-                # The commit's fsync moves out of the write lock (``_sync_log`` after it),
-                # so siblings commit while this one waits for the disk.
-                conn.execute("PRAGMA synchronous = NORMAL")
-                _sync_dir(self._dir)  # the WAL's own name, once (SQLite's FULL does it)
-                shared_rev = SharedRevision(self._path)
-                fcntl.flock(write_fd, fcntl.LOCK_EX)
-                try:
-                    shared_rev.advance(schema.read_revisions(conn)[0])
-                finally:
-                    fcntl.flock(write_fd, fcntl.LOCK_UN)
-                self._shared_rev = shared_rev
-        except BaseException:
-            for fd in (lock_fd, write_fd):
-                if fd >= 0:
-                    os.close(fd)
-            call(self._open_failed, Failure())
-            return
-        writer = _Writer(conn, rev, compact_rev, shared=shared)
-        syncer: queue.SimpleQueue[Any] | None = None
-        sync_thread: threading.Thread | None = None
-        if shared:
-            syncer = queue.SimpleQueue()
-            sync_thread = threading.Thread(
-                target=self._syncer_main,
-                args=(syncer,),
-                name=f"sqlite-syncer:{os.path.basename(self._path)}",
-                daemon=True,
-            )
-            sync_thread.start()
-        call(self._opened, rev, compact_rev)
-        stopping = False
-        # Ops of a hand-over that did not fit in the last batch (``max_batch``).
-        carried: list[_Op] = []
-        try:
-            while not stopping:
-                batch: list[_Op] = []
-                first = carried or self._queue.get()
-                stopping, carried = _drain(self._queue, batch, first, self._max_batch)
-                if batch:
-                    if write_fd < 0:
-                        events = self._run(writer, batch)
-                        call(
-                            self._batch_done,
-                            batch,
-                            events,
-                            writer.rev,
-                            writer.compact_rev,
-                            writer.base,
-                        )
-                    else:
-                        # Writers of the sibling processes queue on a kernel lock, woken at
-                        # once when it is free, rather than on SQLite's sleeping busy handler.
-                        fcntl.flock(write_fd, fcntl.LOCK_EX)
-                        try:
-                            # What queued while a sibling held the lock joins this commit:
-                            # the lock is the bottleneck, so each turn takes all it can.
-                            if not stopping and len(batch) < self._max_batch:
-                                try:
-                                    item = self._queue.get_nowait()
-                                except queue.Empty:
-                                    pass
-                                else:
-                                    stopping, carried = _drain(
-                                        self._queue, batch, item, self._max_batch
-                                    )
-                            events = self._run(writer, batch)
-                        finally:
-                            fcntl.flock(write_fd, fcntl.LOCK_UN)
-                        # The fsync, the notices and the answer follow on the syncer thread,
-                        # while this one takes the next batch.
-                        assert syncer is not None
-                        syncer.put([(batch, events, writer.rev, writer.compact_rev, writer.base)])
-        finally:
-            if syncer is not None:
-                syncer.put(_STOP)
-                assert sync_thread is not None
-                sync_thread.join()
-            if not stopping:
-                # The loop died: what it still held, and what is queued, is answered (on
-                # the reactor, with the writes not yet handed over) rather than lost.
-                call(self._writer_died, carried)
-            if writer.checkpoint_deferred:
-                # Not into space the disk does not have: the WAL is replayed at next open.
-                writer.checkpoint_if_room(self._path)
-            elif shared:
-                pass  # siblings still use the WAL; the last connection closed folds it back
-            else:
-                try:
-                    # Fold the WAL back into the database so the file stands alone at rest.
-                    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-                except sqlite3.Error:
-                    pass
-            conn.close()
-            os.close(lock_fd)
-            if write_fd >= 0:
-                os.close(write_fd)
-            call(self._writer_done.callback, None)
-
-    def _syncer_main(self, pending: queue.SimpleQueue[Any]) -> None:
-        """Make committed batches durable, then announce and answer them (several workers).
-
-        The workers' writers commit with ``synchronous=NORMAL`` under the write lock and
-        hand the batch here: this thread fsyncs the WAL once for every batch that queued
-        meanwhile (a group commit: one fsync covers every commit appended before it), while
-        the writer commits the next batch and the siblings take the lock, instead of the
-        lock being held through one fsync per commit. Nothing is answered, dispatched or
-        told to a sibling before the fsync returned (the shared revision moves after it),
-        so what the workers' watches and caches serve is on disk, as with
-        ``synchronous=FULL``; a crash before it loses only commits nobody was answered for
-        (the WAL replays a prefix of its commits). If the disk refuses, the batches'
-        callers get an error, as they would from a failed COMMIT.
-        """
-        call = self._reactor.callFromThread
-        shared_rev, feed = self._shared_rev, self._feed
-        stopping = False
-        while not stopping:
-            done: list[Any] = []
-            stopping, _ = _drain(pending, done, pending.get(), sys.maxsize)
-            if not done:
-                continue
-            self._sync_log([op for item in done for op in item[0]])
-            if shared_rev is not None:
-                shared_rev.advance(max(item[2] for item in done))
-            if feed is not None and any(item[1] for item in done):
-                feed.notify()
-            for item in done:
-                call(self._batch_done, *item)
-
-    def _sync_log(self, batch: list[_Op]) -> None:
-        """fdatasync the WAL, as SQLite syncs it (see :meth:`_syncer_main`); on failure
-        ``batch`` fails."""
-        path = self._path + "-wal"
-        try:
-            try:
-                fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-            except FileNotFoundError:
-                # Folded into the database file by a checkpoint, which synced that file.
-                return
-            try:
-                os.fdatasync(fd)
-            finally:
-                os.close(fd)
-        except OSError as e:
-            _log.error("sqlite store {path}: cannot sync its log: {error}", path=path, error=e)
-            error = UnavailableError(f"sqlite: the commit could not be synced to disk: {e}")
-            for op in batch:
-                op.result, op.error = None, error
-
     def committed_revision(self) -> int:
         """The newest revision already dispatched to watchers on the reactor thread.
 
@@ -1101,12 +702,15 @@ class SqliteStore:
         return self._rev
 
     def _writer_died(self, carried: list[_Op]) -> None:
-        _log.error("sqlite writer thread ended unexpectedly; the store is unavailable")
+        _log.error(
+            "sqlite writer {kind} ended unexpectedly; the store is unavailable",
+            kind=self._writer_kind,
+        )
         if self._state == "running":
             self._state = "failed"
-        # Writes no writer will take: ``carried`` (taken from the queue, not yet run), the
-        # queue, and this turn's outbox (this call runs before the turn's hand-over). They
-        # are answered rather than left waiting forever.
+        # Writes no writer will take: ``carried`` (given to the writer and not answered),
+        # the queue, and this turn's outbox (this call runs before the turn's hand-over).
+        # They are answered rather than left waiting forever.
         stranded = carried + self._outbox
         self._outbox = []
         while True:
@@ -1114,40 +718,11 @@ class SqliteStore:
                 item = self._queue.get_nowait()
             except queue.Empty:
                 break
-            if item is not _STOP:
+            if item is not STOP:
                 stranded.extend(item)
         for op in stranded:
             op.error = UnavailableError("sqlite writer stopped")
         self._answer(stranded)
-
-    def _run(self, writer: _Writer, batch: list[_Op]) -> list[WatchEvent]:
-        try:
-            events = writer.run_batch(batch)
-        except Exception as e:
-            if is_no_space(e, self._dir):
-                # Nothing of the batch was written; every op hears why, and the next batch
-                # tries again (writes resume as soon as space is freed, no restart).
-                writer.defer_checkpoints()
-                error = NoSpaceError(f"sqlite: {NO_SPACE}")
-                for op in batch:
-                    op.result, op.error = None, error
-                return []
-            if len(batch) == 1:
-                batch[0].error = _as_storage_error(e)
-                return []
-        else:
-            if writer.checkpoint_deferred:
-                writer.checkpoint_if_room(self._path)
-            return events
-        # One request broke the transaction: retry each alone so the others still succeed.
-        events = []
-        for op in batch:
-            op.result = op.error = None
-            try:
-                events.extend(writer.run_batch([op]))
-            except Exception as e:
-                op.error = _as_storage_error(e)
-        return events
 
     def _batch_done(
         self,
@@ -1295,7 +870,7 @@ class SqliteStore:
         ops = self._outbox
         if ops:
             self._outbox = []
-            self._queue.put(ops)
+            self._deliver(ops)
 
     # -- reader threads ---------------------------------------------------------------------
 
@@ -1454,8 +1029,12 @@ class SqliteStore:
         return self._timed(self._read(_read_ping), timeout)
 
     def check_ready(self, timeout: float) -> Deferred[None]:
-        if self._thread is None or not self._thread.is_alive():
-            return defer.fail(UnavailableError("sqlite writer thread is not running"))
+        if self._process is not None:
+            alive = self._process.running
+        else:
+            alive = self._thread is not None and self._thread.is_alive()
+        if not alive:
+            return defer.fail(UnavailableError(f"sqlite writer {self._writer_kind} is not running"))
         return self._timed(self._read(_read_ping), timeout)
 
     def db_size(self) -> Deferred[int | None]:
@@ -1529,70 +1108,3 @@ def _chain(d: Deferred[None]) -> Deferred[None]:
 def _check_key(key: bytes) -> None:
     if not isinstance(key, bytes):
         raise TypeError(f"keys are bytes, got {type(key).__name__}")
-
-
-#: SQLite's primary result codes for a full disk or database (``SQLITE_FULL``), and the I/O
-#: error a failed write of the WAL or its index can end in when the file system is full.
-_SQLITE_FULL = 13
-_SQLITE_IOERR = 10
-#: Bytes kept free beyond the WAL's size before a checkpoint may grow the database file.
-CHECKPOINT_MARGIN = 1 << 20
-#: Pages the WAL may hold before SQLite checkpoints it at commit (its default).
-AUTOCHECKPOINT_PAGES = 1000
-NO_SPACE = "database or disk is full"
-
-
-def free_bytes(directory: str) -> int:
-    """Bytes an unprivileged writer may still use on the file system of ``directory``."""
-    st = os.statvfs(directory)
-    return st.f_bavail * st.f_frsize
-
-
-def is_no_space(e: BaseException, directory: str) -> bool:
-    """Whether ``e`` is SQLite failing for want of disk space: ``SQLITE_FULL``, or an I/O
-    error (a WAL or index write cut short) while the file system has no room left."""
-    if not isinstance(e, sqlite3.Error):
-        return False
-    code = getattr(e, "sqlite_errorcode", 0) & 0xFF
-    if code == _SQLITE_FULL:
-        return True
-    if code != _SQLITE_IOERR:
-        return False
-    try:
-        return free_bytes(directory) < CHECKPOINT_MARGIN
-    except OSError:
-        return False
-
-
-def _as_storage_error(e: BaseException) -> StorageError:
-    if isinstance(e, StorageError):
-        return e
-    if isinstance(e, sqlite3.OperationalError) and "locked" in str(e):
-        return StorageTimeoutError(f"sqlite: {e}")
-    return StorageError(f"sqlite: {e.__class__.__name__}: {e}")
-
-
-def _lock(path: str, shared: bool = False) -> int:
-    """Take a lock beside the database: exclusive for a lone server, whose writer numbers
-    revisions in memory, so no other process may write the log; shared for the workers of
-    one server (``--workers``), which allocate revisions inside each write transaction. The
-    two kinds exclude each other. The kernel drops the lock when the process dies."""
-    fd = os.open(path + ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    try:
-        fcntl.flock(fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        raise UnavailableError(
-            f"{path} is in use by another process (lock {path}.lock is held)"
-        ) from None
-    return fd
-
-
-def take_lock(path: str, shared: bool = False) -> int:
-    """:func:`_lock` for the supervisor of ``--workers``, which checks the file is free
-    before its workers open it; release with :func:`release_lock`."""
-    return _lock(path, shared=shared)
-
-
-def release_lock(fd: int) -> None:
-    os.close(fd)

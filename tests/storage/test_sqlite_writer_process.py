@@ -1,0 +1,221 @@
+"""The embedded store's writer in a process of its own (``SqliteStore(writer="process")``):
+what only that arrangement has: the pipe's order, the child's death, the end of its input
+as the stop, and no writer outliving the server. The rest of the store's behaviour is the
+conformance suite's (``conftest.BACKENDS``: ``sqlite-process`` and
+``sqlite-workers-process``)."""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import pytest_twisted
+from twisted.internet import reactor
+from twisted.internet.defer import gatherResults
+from twisted.internet.task import Clock
+
+from apiserver.storage.interface import (
+    ConflictError,
+    KeyExistsError,
+    StorageError,
+    UnavailableError,
+    WatchEvent,
+)
+from apiserver.storage.sqlite import SqliteStore
+from tests.storage.conftest import sleep
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> str:
+    return str(tmp_path / "store.db")
+
+
+@pytest_twisted.async_yield_fixture
+async def store(db: str) -> AsyncIterator[SqliteStore]:
+    s = SqliteStore(db, reactor=reactor, clock=Clock(), writer="process")
+    await s.start()
+    try:
+        yield s
+    finally:
+        await s.stop()
+
+
+def _pid(store: SqliteStore) -> int:
+    assert store._process is not None
+    return int(store._process.transport.pid)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie (ended, not yet reaped) counts as gone.
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_the_writer_process_loads_no_twisted() -> None:
+    """Its start-up and memory stay small: it imports the writer's modules only."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(REPO / "src")
+    code = (
+        "import sys, apiserver.storage.sqlite.writer_child; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'twisted'))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == "[]"
+
+
+def test_the_writer_is_a_thread_or_a_process() -> None:
+    with pytest.raises(ValueError, match="writer must be 'thread' or 'process'"):
+        SqliteStore("unused.db", reactor=reactor, writer="fork")
+
+
+@pytest_twisted.ensureDeferred
+async def test_the_writer_runs_in_another_process(store: SqliteStore) -> None:
+    pid = _pid(store)
+    assert pid != os.getpid() and _alive(pid)
+    assert not [t for t in threading.enumerate() if "sqlite-writer" in t.name]
+    await store.check_ready(5.0)
+
+
+@pytest_twisted.ensureDeferred
+async def test_results_and_typed_errors_cross_the_pipe_in_submission_order(
+    store: SqliteStore,
+) -> None:
+    seen: list[WatchEvent] = []
+    store.watch(b"/p/", 0, seen.append)
+    first = await store.create(b"/p/a", b"one")
+    # One hand-over: a create, a duplicate, a stale update and a good one, in this order.
+    ds = [
+        store.create(b"/p/b", b"two"),
+        store.create(b"/p/a", b"again"),
+        store.update(b"/p/a", b"stale", first.mod_revision + 100),
+        store.update(b"/p/a", b"three", first.mod_revision),
+    ]
+    results = await gatherResults([d.addErrback(lambda f: f.value) for d in ds])
+    created, exists, conflict, updated = results
+    assert created.value == b"two" and created.mod_revision == first.mod_revision + 1
+    assert isinstance(exists, KeyExistsError) and exists.key == b"/p/a"
+    assert isinstance(conflict, ConflictError)
+    assert conflict.revision == first.mod_revision
+    assert conflict.current is not None and conflict.current.value == b"one"
+    assert updated.mod_revision == first.mod_revision + 2 and updated.value == b"three"
+    assert [(e.type, e.kv.key, e.kv.mod_revision) for e in seen] == [
+        ("PUT", b"/p/a", first.mod_revision),
+        ("PUT", b"/p/b", first.mod_revision + 1),
+        ("PUT", b"/p/a", first.mod_revision + 2),
+    ]
+    assert seen[-1].prev_kv is not None and seen[-1].prev_kv.value == b"one"
+
+
+@pytest_twisted.ensureDeferred
+async def test_stop_commits_and_answers_everything_sent(db: str) -> None:
+    store = SqliteStore(db, reactor=reactor, clock=Clock(), writer="process")
+    await store.start()
+    pid = _pid(store)
+    ds = [store.create(b"/s/%03d" % i, b"v") for i in range(300)]
+    await store.stop()  # in the same turn: the writes are handed over, then the input ends
+    results = await gatherResults(ds)
+    assert [kv.mod_revision for kv in results] == list(range(2, 302))
+    assert not _alive(pid)
+    again = SqliteStore(db, reactor=reactor, clock=Clock(), writer="process")
+    await again.start()
+    try:
+        assert (await again.range(b"/s/")).count == 300
+    finally:
+        await again.stop()
+    # The final checkpoint folded the log back into the database file.
+    assert not os.path.exists(db + "-wal") or os.path.getsize(db + "-wal") == 0
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_dead_writer_fails_what_it_was_sent_and_the_store(store: SqliteStore) -> None:
+    pid = _pid(store)
+    await store.create(b"/d/before", b"v")
+    os.kill(pid, signal.SIGSTOP)  # it reads nothing more: what is sent now waits in the pipe
+    try:
+        waiting = [store.create(b"/d/%d" % i, b"v") for i in range(3)]
+        await sleep(0)  # the hand-over ran: the three are in the pipe, not the outbox
+        assert store._outbox == []
+    finally:
+        os.kill(pid, signal.SIGKILL)
+    for d in waiting:
+        with pytest.raises(UnavailableError, match="sqlite writer stopped"):
+            await d
+    with pytest.raises(UnavailableError, match="store is failed"):
+        await store.create(b"/d/after", b"v")
+    with pytest.raises(UnavailableError, match="sqlite writer process is not running"):
+        await store.check_ready(5.0)
+
+
+@pytest_twisted.ensureDeferred
+async def test_an_open_that_fails_in_the_writer_fails_start(db: str) -> None:
+    holder = SqliteStore(db, reactor=reactor, clock=Clock(), writer="process")
+    await holder.start()
+    try:
+        other = SqliteStore(db, reactor=reactor, clock=Clock(), writer="process")
+        with pytest.raises(UnavailableError, match="in use by another process"):
+            await other.start()
+        with pytest.raises(StorageError, match="store is stopped"):
+            await other.create(b"/x", b"v")
+    finally:
+        await holder.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_the_writer_ignores_a_terminal_interrupt(store: SqliteStore) -> None:
+    """Ctrl-C reaches every process of the terminal's group; the server stops its writer in
+    order (the end of its input), so the writer itself does not stop on SIGINT."""
+    os.kill(_pid(store), signal.SIGINT)
+    kv = await store.create(b"/i/x", b"v")
+    assert (await store.get(b"/i/x")).mod_revision == kv.mod_revision
+
+
+def test_the_writer_dies_with_the_server(db: str) -> None:
+    """kill -9 of the server takes its writer process with it, so no writer holds the file
+    (or commits into it) after its server is gone."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO / "src"), str(REPO)])
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.storage.sqlite_crash_writer", db, "process"],
+        cwd=str(REPO),
+        env=env,
+        stdout=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline() == "READY\n"
+        children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
+        assert len(children) == 1
+        writer = int(children[0])
+        assert _alive(writer)
+        pidfd = os.pidfd_open(writer)
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+        if proc.stdout is not None:
+            proc.stdout.close()
+    try:
+        # A pidfd becomes readable when its process ends.
+        ended, _, _ = select.select([pidfd], [], [], 10.0)
+    finally:
+        os.close(pidfd)
+    assert ended, "the writer outlived its server"
