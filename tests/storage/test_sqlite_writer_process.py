@@ -165,6 +165,28 @@ async def test_a_dead_writer_fails_what_it_was_sent_and_the_store(store: SqliteS
 
 
 @pytest_twisted.ensureDeferred
+async def test_what_the_pipe_cannot_take_at_once_follows_in_order(store: SqliteStore) -> None:
+    """Frames go to the pipe at once; what a full pipe refuses waits, and is written, in
+    order, when the child reads again."""
+    pid = _pid(store)
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        ds = []
+        for turn in range(8):  # eight hand-overs of 16 writes: 512 KiB, 8x what a pipe holds
+            ds += [store.create(b"/f/%d/%02d" % (turn, i), os.urandom(4096)) for i in range(16)]
+            await sleep(0)
+        assert store._process is not None and store._process._unsent  # some waited
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    results = await gatherResults(ds)
+    assert [kv.mod_revision for kv in results] == list(
+        range(results[0].mod_revision, results[0].mod_revision + 128)
+    )
+    assert not store._process._unsent
+    assert (await store.range(b"/f/")).count == 128
+
+
+@pytest_twisted.ensureDeferred
 async def test_an_open_that_fails_in_the_writer_fails_start(db: str) -> None:
     holder = SqliteStore(db, reactor=reactor, clock=Clock(), writer="process")
     await holder.start()

@@ -11,8 +11,11 @@ process of its own the writer runs on its own interpreter, in parallel with the 
 The child (:mod:`apiserver.storage.sqlite.writer_child`) runs the same
 :class:`~apiserver.storage.sqlite.writer.WriterLoop` a writer thread runs. This module is
 the parent's end: :meth:`WriterProcess.send` writes the ops of each hand-over to the child's
-standard input as one frame, and the child's reports come back on its standard output, in
-order, and run on the reactor thread as the thread's reports do. A frame is a 4-byte
+standard input as one frame, at once (when the child has answered everything, also before
+the turn ends), and the child's reports come back on its standard output, in order, and run
+on the reactor thread as the thread's reports do. Writing at once rather than through a
+Twisted transport (which writes at the reactor's next poll) was worth 1.37x in creates
+(bench/RESULTS.md, "The store's writer in a process of its own"). A frame is a 4-byte
 big-endian length and a pickle (both ends are this program, started from the same
 interpreter). The child answers the ops in the order they were sent, so the parent only
 keeps them in a FIFO and takes as many as each reported batch holds.
@@ -60,6 +63,12 @@ class WriterProcess(protocol.ProcessProtocol):
         #: From the spawn until the child ended.
         self.running = True
         self.transport: Any = None
+        #: The write end of the child's standard input (ours, not Twisted's: see :meth:`send`).
+        self._fd = -1
+        #: What the pipe did not take yet (written when it is writable again).
+        self._unsent = bytearray()
+        self._closing = False
+        self._reactor: Any = None
 
     @classmethod
     def spawn(
@@ -72,6 +81,7 @@ class WriterProcess(protocol.ProcessProtocol):
     ) -> WriterProcess:
         """Start the writer process of ``store`` on ``path`` (its reports go to the store)."""
         proto = cls(store)
+        proto._reactor = reactor
         index, count = worker if worker is not None else (0, 1)
         env = dict(os.environ)
         # The child imports this package from where the server imported it.
@@ -87,19 +97,82 @@ class WriterProcess(protocol.ProcessProtocol):
             str(count),
             str(os.getpid()),
         ]
-        reactor.spawnProcess(proto, sys.executable, args, env=env, childFDs={0: "w", 1: "r", 2: 2})
+        read_end, write_end = os.pipe2(os.O_CLOEXEC)
+        try:
+            reactor.spawnProcess(
+                proto, sys.executable, args, env=env, childFDs={0: read_end, 1: "r", 2: 2}
+            )
+        except BaseException:
+            os.close(write_end)
+            raise
+        finally:
+            os.close(read_end)
+        os.set_blocking(write_end, False)
+        proto._fd = write_end
         return proto
 
     def send(self, ops: list[Any]) -> None:
-        """Give ``ops`` to the child, in one frame."""
+        """Give ``ops`` to the child, in one frame, written to the pipe at once.
+
+        At once, not through a Twisted transport: a transport's write waits for the next
+        poll of the reactor, which comes after every other socket that poll finds ready has
+        been served, so the writer would wait up to a whole reactor turn for each batch.
+        """
         data = pickle.dumps([(op.fn.__name__, op.args) for op in ops], pickle.HIGHEST_PROTOCOL)
         self._sent.extend(ops)
-        self.transport.write(FRAME_HEAD.pack(len(data)) + data)
+        frame = FRAME_HEAD.pack(len(data)) + data
+        if self._unsent or self._fd < 0:
+            self._unsent += frame
+            return
+        try:
+            written = os.write(self._fd, frame)
+        except BlockingIOError:
+            written = 0
+        except OSError:
+            return  # the child is gone: processEnded answers what it was sent
+        if written < len(frame):
+            self._unsent += frame[written:]
+            self._reactor.addWriter(self)
 
     def close(self) -> None:
         """No more ops: the child finishes what it was sent and exits."""
-        if self.running:
-            self.transport.closeStdin()
+        self._closing = True
+        if not self._unsent:
+            self._close_pipe()
+
+    def _close_pipe(self) -> None:
+        if self._fd >= 0:
+            if self._unsent:
+                self._reactor.removeWriter(self)
+                self._unsent.clear()
+            os.close(self._fd)
+            self._fd = -1
+
+    # -- IWriteDescriptor of the pipe, while it holds what it could not take at once ----------
+
+    def fileno(self) -> int:
+        return self._fd
+
+    def doWrite(self) -> None:
+        try:
+            written = os.write(self._fd, self._unsent)
+        except BlockingIOError:
+            return None
+        except OSError:
+            self._close_pipe()
+            return None
+        del self._unsent[:written]
+        if not self._unsent:
+            self._reactor.removeWriter(self)
+            if self._closing:
+                self._close_pipe()
+        return None
+
+    def connectionLost(self, reason: Failure) -> None:
+        self._close_pipe()
+
+    def logPrefix(self) -> str:
+        return "sqlite-writer-pipe"
 
     # -- the child's reports ------------------------------------------------------------------
 
@@ -127,6 +200,9 @@ class WriterProcess(protocol.ProcessProtocol):
             for op, (result, err) in zip(batch, results, strict=True):
                 op.result, op.error = result, err
             store._batch_done(batch, events, rev, compact_rev, base)
+            if not sent and store._outbox:
+                # The child is idle: this turn's writes so far go now, not at the turn's end.
+                store._hand_over()
         elif kind == "opened":
             store._opened(report[1], report[2])
         elif kind == "open_failed":
@@ -138,6 +214,7 @@ class WriterProcess(protocol.ProcessProtocol):
 
     def processEnded(self, reason: Failure) -> None:
         self.running = False
+        self._close_pipe()
         store = self._store
         stranded = list(self._sent)
         self._sent.clear()
