@@ -201,7 +201,11 @@ def render_man() -> str:
         escape(
             "It runs as a twistd plugin or as the apiserver command, which runs the same service. "
             "Objects are kept in an embedded SQLite store in --data-dir, or in etcd when "
-            "--store-servers is given. HTTPS is served on --bind-address:--secure-port; without "
+            "--store-servers is given. The embedded store's writes are committed by a child "
+            "process of each server process (python -m apiserver.storage.sqlite.writer_child), "
+            "which ignores SIGINT and SIGTERM, stops when the server stops it and dies with "
+            "the server; if it dies, writes fail and /readyz fails until the server is "
+            "restarted. HTTPS is served on --bind-address:--secure-port; without "
             "--tls-cert-file and --tls-private-key-file a self-signed certificate is generated "
             "in --cert-dir."
         ),
