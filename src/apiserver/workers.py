@@ -26,7 +26,7 @@ from apiserver.options import ServerConfig
 from apiserver.server import events_servers
 from apiserver.service.serving import self_signed_pair
 from apiserver.storage.sqlite import schema
-from apiserver.storage.sqlite.store import release_lock, take_lock
+from apiserver.storage.sqlite.writer import release_lock, take_lock
 
 __all__ = ["prepare_shared_state"]
 

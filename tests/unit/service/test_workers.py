@@ -241,7 +241,7 @@ def test_prepare_makes_the_schema_and_the_certificate_once(tmp_path: Any) -> Non
     import sqlite3
 
     from apiserver.storage.interface import UnavailableError
-    from apiserver.storage.sqlite.store import release_lock, take_lock
+    from apiserver.storage.sqlite.writer import release_lock, take_lock
     from apiserver.workers import prepare_shared_state
 
     config = _config(tmp_path)

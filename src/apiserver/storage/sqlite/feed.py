@@ -72,7 +72,7 @@ class ChangeFeed:
     """One worker's receiving end of the feed: a socket its siblings' :class:`FeedNotice`
     writes to. ``on_change`` runs on the reactor thread when a notice arrives."""
 
-    def __init__(self, db_path: str, index: int, count: int, reactor: Any) -> None:
+    def __init__(self, db_path: str, index: int, reactor: Any) -> None:
         self._reactor = reactor
         self._own = feed_address(db_path, index)
         self._sock: socket.socket | None = None

@@ -39,7 +39,7 @@ import queue
 import sqlite3
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from twisted.internet import defer
 from twisted.internet.defer import Deferred
@@ -68,28 +68,17 @@ from apiserver.storage.sqlite import schema
 from apiserver.storage.sqlite.feed import ChangeFeed, SharedRevision
 from apiserver.storage.sqlite.writer import (
     MAX_BATCH,
-    ROWS_PER_STATEMENT,
     STOP,
     Work,
     WriterLoop,
     _as_storage_error,
     _Writer,
-    free_bytes,
-    is_no_space,
-    release_lock,
-    take_lock,
 )
 
-__all__ = [
-    "MAX_BATCH",
-    "ROWS_PER_STATEMENT",
-    "SqliteStore",
-    "free_bytes",
-    "is_no_space",
-    "prefix_end",
-    "release_lock",
-    "take_lock",
-]
+if TYPE_CHECKING:
+    from apiserver.storage.sqlite.writer_process import WriterProcess
+
+__all__ = ["SqliteStore", "prefix_end"]
 
 _log = Logger()
 _T = TypeVar("_T")
@@ -517,14 +506,11 @@ class SqliteStore:
         #: ``(index, count)`` of this worker when ``--workers`` runs several processes on the
         #: one file (see "Several workers" in the class docstring); None: this process is the
         #: only writer.
-        self._shared = worker is not None and worker[1] > 1
+        self._worker = worker if worker is not None and worker[1] > 1 else None
+        self._shared = self._worker is not None
         self._feed: ChangeFeed | None = None
-        #: What the writer is told of ``worker`` (None: the only writer of the file).
-        self._worker: tuple[int, int] | None = None
-        if self._shared:
-            assert worker is not None
-            self._worker = worker
-            self._feed = ChangeFeed(path, worker[0], worker[1], reactor)
+        if self._worker is not None:
+            self._feed = ChangeFeed(path, self._worker[0], reactor)
         #: The file's newest committed revision, shared by the workers (opened at start).
         self._shared_rev: SharedRevision | None = None
         self._tail_loop: LoopingCall | None = None
@@ -552,7 +538,7 @@ class SqliteStore:
         #: The writer thread's loop (``writer="thread"``).
         self._loop: WriterLoop | None = None
         #: The writer process (``writer="process"``), from start until it ended.
-        self._process: Any = None
+        self._process: WriterProcess | None = None
         self._started: Deferred[None] | None = None
         self._writer_done: Deferred[None] = Deferred()
         self._stopped: Deferred[None] | None = None
