@@ -501,6 +501,9 @@ class Server:
             reactor=reactor,
             max_bytes_per_second=int(config.max_connection_bytes_per_sec or 0),
             on_handshake_error=self.metrics.tls_handshake_errors.inc,
+            # A worker joins the shared port once it can serve (listener.py says why).
+            listen_after=self._storage_readiness if worker is not None else None,
+            on_listen_failed=self._listen_failed,
         )
         self.root.add(self.listener)
         self.root.add(self.post_start)
@@ -838,9 +841,18 @@ class Server:
     # --- lifecycle ---------------------------------------------------------------------
 
     def _listening_address(self) -> str:
-        assert self.listener.port is not None
-        host = self.listener.port.getHost()
+        port = self.listener.port
+        if port is None:
+            # A worker listens once its storage is ready: the address it will listen on.
+            return f"{self.config.bind_address or '0.0.0.0'}:{self.config.secure_port}"
+        host = port.getHost()
         return f"{host.host}:{host.port}"
+
+    def _listen_failed(self, failure: Failure) -> None:
+        # As a lone server whose port cannot be bound (CannotListenError at start-up): the
+        # process exits with status 1, and a worker's supervisor restarts or gives up.
+        log.failure("cannot listen on the secure port; exiting", failure)
+        self.reactor.callLater(0, os._exit, 1)
 
     def _shutdown_initiated(self) -> None:
         # readyz fails from now on; systemd hears STOPPING=1 at the same moment.

@@ -200,6 +200,48 @@ def test_sigterm_runs_the_graceful_shutdown_in_every_worker(
         ).read_text(errors="replace")
 
 
+def answers_while(daemon: Daemon, path: str, until: Callable[[int], bool]) -> list[int]:
+    """Statuses of GETs of ``path``, each on a fresh connection (so the kernel spreads them
+    over the listening workers), until ``until(number of answers)``; a connection refused
+    or reset (nothing listens yet, a worker killed) is no answer."""
+    statuses: list[int] = []
+    deadline = time.monotonic() + 90
+    while not until(len(statuses)):
+        assert time.monotonic() < deadline, f"answers so far: {statuses}"
+        if not (daemon.cert_dir / "apiserver.crt").exists():
+            time.sleep(0.01)
+            continue
+        try:
+            statuses.append(daemon.get(path, timeout=10)[0])
+        except (OSError, http.client.HTTPException):
+            time.sleep(0.01)
+    return statuses
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "etcd3"])
+def test_a_worker_takes_connections_only_once_it_can_serve_them(
+    start_daemon: Callable[..., Daemon], request: pytest.FixtureRequest, backend: str
+) -> None:
+    """From the first connection the port accepts, and while a killed worker is restarted,
+    every request is answered as a ready server answers it (404 for a missing event): a
+    worker whose store is still opening does not listen (it used to answer 500 "store is
+    starting")."""
+    daemon = start_daemon(["--workers=4", *backend_args(backend, request)], wait=False)
+    path = EVENTS.format(ns="nowhere") + "/missing"
+    statuses = answers_while(daemon, path, lambda count: count >= 200)
+    assert set(statuses) == {404}, statuses
+    victim = worker_pids(daemon)[0]
+    os.kill(victim, signal.SIGKILL)
+
+    def restarted(_: int) -> bool:
+        pids = worker_pids(daemon)
+        return victim not in pids and len(pids) == 4
+
+    statuses = answers_while(daemon, path, restarted)
+    statuses += answers_while(daemon, path, lambda count: count >= 200)
+    assert set(statuses) == {404}, statuses
+
+
 def test_a_bad_workers_value_stops_start_up(start_daemon: Callable[..., Daemon]) -> None:
     daemon = start_daemon(["--workers=none"], wait=False)
     assert daemon.wait_exit(30) != 0

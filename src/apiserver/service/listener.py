@@ -18,7 +18,7 @@ from typing import Any
 
 from twisted.application.service import Service
 from twisted.internet import tcp
-from twisted.internet.defer import Deferred, maybeDeferred, succeed
+from twisted.internet.defer import CancelledError, Deferred, maybeDeferred, succeed
 from twisted.internet.error import CannotListenError, ConnectionDone
 from twisted.logger import Logger
 from twisted.protocols.tls import TLSMemoryBIOFactory, TLSMemoryBIOProtocol
@@ -77,7 +77,17 @@ def listen_interfaces(bind_address: str) -> list[str]:
 
 
 class ListenerService(Service):
-    """Listens when started; ``stop_listening`` closes the port but keeps connections."""
+    """Listens when started; ``stop_listening`` closes the port but keeps connections.
+
+    ``listen_after`` (a worker of ``--workers``): listen only once the Deferred it returns
+    fires, and not in ``privilegedStartService``. Why: with ``SO_REUSEPORT`` the kernel
+    hands new connections to every listening socket of the port, so a worker that listened
+    while its store was still opening (a first start, or a restart after a crash) took
+    connections it could only answer with errors, while its siblings could serve them. The
+    server passes its storage readiness, bounded by ``--storage-initialization-timeout``,
+    after which it listens anyway (docs/architecture.md, "Worker processes"). If listening
+    then fails, ``on_listen_failed`` hears why (the process cannot serve: it exits).
+    """
 
     name = "listener"
 
@@ -93,8 +103,14 @@ class ListenerService(Service):
         backlog: int = 1024,
         max_bytes_per_second: int = 0,
         on_handshake_error: Callable[[], None] | None = None,
+        listen_after: Callable[[], Deferred[Any]] | None = None,
+        on_listen_failed: Callable[[Failure], None] | None = None,
     ) -> None:
         self.site = site
+        self.listen_after = listen_after
+        self.on_listen_failed = on_listen_failed
+        #: The wait of ``listen_after`` while it has not fired.
+        self._waiting: Deferred[Any] | None = None
         #: Called for each connection that ends before its TLS handshake completed.
         self.on_handshake_error = on_handshake_error
         #: ``--max-connection-bytes-per-sec``: each connection's read rate (0: unlimited).
@@ -111,12 +127,33 @@ class ListenerService(Service):
 
     def privilegedStartService(self) -> None:
         super().privilegedStartService()
-        self._listen()
+        if self.listen_after is None:
+            self._listen()
 
     def startService(self) -> None:
         super().startService()
-        if self.port is None:
+        if self.port is not None:
+            return
+        if self.listen_after is None:
             self._listen()
+            return
+        waiting = self._waiting = self.listen_after()
+        waiting.addCallback(self._listen_when_ready)
+        waiting.addErrback(self._listen_failed)
+
+    def _listen_when_ready(self, _: object) -> None:
+        self._waiting = None
+        if self.running and self.port is None:
+            self._listen()
+
+    def _listen_failed(self, failure: Failure) -> None:
+        self._waiting = None
+        if failure.check(CancelledError):
+            return
+        if self.on_listen_failed is not None:
+            self.on_listen_failed(failure)
+        else:
+            log.failure("cannot listen", failure)
 
     def _listen(self) -> None:
         factory: Any = TLSMemoryBIOFactory(self.context(), False, self.site)
@@ -159,7 +196,11 @@ class ListenerService(Service):
         return int(self.port.getHost().port)
 
     def stop_listening(self) -> Deferred[Any]:
-        """Close the listening socket; existing connections go on."""
+        """Close the listening socket; existing connections go on (a listener still
+        waiting for ``listen_after`` stops waiting)."""
+        waiting, self._waiting = self._waiting, None
+        if waiting is not None:
+            waiting.cancel()
         port, self.port = self.port, None
         if port is None:
             return succeed(None)
