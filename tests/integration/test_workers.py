@@ -242,6 +242,17 @@ def test_a_worker_takes_connections_only_once_it_can_serve_them(
     assert set(statuses) == {404}, statuses
 
 
+def test_a_lone_server_answers_what_comes_while_its_store_opens(
+    start_daemon: Callable[..., Daemon],
+) -> None:
+    """One worker listens at once (its health endpoints answer during start-up, as
+    kube-apiserver's do); a request that reaches it while the embedded store opens waits
+    for the open instead of failing with 500 "store is starting"."""
+    daemon = start_daemon(["--workers=1"], wait=False)
+    statuses = answers_while(daemon, EVENTS.format(ns="nowhere") + "/missing", lambda n: n >= 100)
+    assert set(statuses) == {404}, statuses
+
+
 def test_a_bad_workers_value_stops_start_up(start_daemon: Callable[..., Daemon]) -> None:
     daemon = start_daemon(["--workers=none"], wait=False)
     assert daemon.wait_exit(30) != 0

@@ -192,8 +192,12 @@ async def test_an_open_that_fails_in_the_writer_fails_start(db: str) -> None:
     await holder.start()
     try:
         other = SqliteStore(db, reactor=reactor, clock=Clock(), writer="process")
+        started = other.start()
+        waiting = other.create(b"/x", b"v")  # made while it opens: it waits, then fails too
         with pytest.raises(UnavailableError, match="in use by another process"):
-            await other.start()
+            await started
+        with pytest.raises(UnavailableError, match="in use by another process"):
+            await waiting
         with pytest.raises(StorageError, match="store is stopped"):
             await other.create(b"/x", b"v")
     finally:
@@ -241,3 +245,26 @@ def test_the_writer_dies_with_the_server(db: str) -> None:
     finally:
         os.close(pidfd)
     assert ended, "the writer outlived its server"
+
+
+@pytest.mark.parametrize("writer", ["process", "thread"])
+@pytest_twisted.ensureDeferred
+async def test_reads_and_writes_made_while_the_store_opens_wait_for_it(
+    db: str, writer: str
+) -> None:
+    """The server listens while the store opens: what comes then runs once it is open, in
+    order, instead of failing with "store is starting"."""
+    s = SqliteStore(db, reactor=reactor, clock=Clock(), writer=writer)
+    started = s.start()
+    assert s._state == "starting"
+    revision = s.current_revision()
+    first, second = s.create(b"/early/a", b"1"), s.create(b"/early/b", b"2")
+    listed = s.range(b"/early/")
+    await started
+    try:
+        base = await revision
+        assert [(await first).mod_revision, (await second).mod_revision] == [base + 1, base + 2]
+        assert (await listed).revision >= base
+        assert (await s.get(b"/early/b")).value == b"2"
+    finally:
+        await s.stop()

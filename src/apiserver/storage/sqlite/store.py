@@ -620,6 +620,8 @@ class SqliteStore:
             self._thread = None
         assert self._started is not None
         self._started.errback(failure)
+        # Every waiter had it (its own chain): not an unhandled error of this Deferred.
+        self._started.addErrback(lambda _: None)
 
     def stop(self) -> Deferred[None]:
         if self._state in ("new", "stopped"):
@@ -836,7 +838,7 @@ class SqliteStore:
 
     def _submit(self, fn: Callable[..., _T], *args: Any) -> Deferred[_T]:
         if self._state != "running":
-            return defer.fail(UnavailableError(f"store is {self._state}"))
+            return self._not_running(self._submit, fn, *args)
         op = _Op(fn, args)
         outbox = self._outbox
         outbox.append(op)
@@ -880,14 +882,31 @@ class SqliteStore:
 
     def _read(self, fn: Callable[..., _T], *args: Any) -> Deferred[_T]:
         if self._state != "running":
-            return defer.fail(UnavailableError(f"store is {self._state}"))
+            return self._not_running(self._read, fn, *args)
         return deferToThreadPool(self._reactor, self._readers, self._in_reader, fn, args)
+
+    def _not_running(self, call: Callable[..., Deferred[_T]], *args: Any) -> Deferred[_T]:
+        """A read or write that came while the store is not running: while it is opening,
+        it waits for the open and then runs (or fails as the open failed); otherwise it
+        fails with UnavailableError.
+
+        Why wait: the server listens as soon as the store's open has begun (kube-apiserver
+        serves while its storage initializes), and a client that reached it in that moment,
+        a kubelet reconnecting after a restart, say, got 500 "store is starting" for what a
+        moment later it would have been given; with etcd such a request waits for the
+        client's connection the same way. The open takes a fraction of a second (the
+        writer process's start and the file's), and it is bounded: a writer that cannot
+        take the file's lock gives up after a few seconds (``LOCK_GRACE``).
+        """
+        if self._state == "starting" and self._started is not None:
+            return _chain(self._started).addCallback(lambda _: call(*args))
+        return defer.fail(UnavailableError(f"store is {self._state}"))
 
     # -- Store API --------------------------------------------------------------------------
 
     def current_revision(self) -> Deferred[int]:
         if self._state != "running":
-            return defer.fail(UnavailableError(f"store is {self._state}"))
+            return self._not_running(self.current_revision)
         shared_rev = self._shared_rev
         if shared_rev is not None:
             # Siblings commit too: the shared counter has the newest (etcd's header revision).
@@ -1083,7 +1102,9 @@ def _chain(d: Deferred[None]) -> Deferred[None]:
     def both(result: Any) -> Any:
         if isinstance(result, Failure):
             out.errback(result)
-            return None  # reported through `out`; do not leave an unhandled error in `d`
+            # Kept for the next caller's chain (the store consumes it in the end, once every
+            # waiter has had it: ``_open_failed``).
+            return result
         out.callback(None)
         return result
 
