@@ -271,6 +271,8 @@ class Server:
         self.config = config
         #: ``(index, count)`` when this process is a worker of ``--workers`` (apiserver.workers).
         self.worker = worker
+        #: The storage-readiness wait, once started (:meth:`_storage_readiness`).
+        self._readiness: Deferred[None] | None = None
         self.reactor = reactor
         clock: IReactorTime = reactor
         self.root = OrderedService()
@@ -569,7 +571,24 @@ class Server:
         return self.cacher_service is None or self.cacher_service.started
 
     def _storage_readiness(self) -> Deferred[None]:
-        """Wait for the store, at most ``--storage-initialization-timeout``, then go on."""
+        """Wait for the store, at most ``--storage-initialization-timeout``, then go on.
+
+        One wait (one timer, one warning when it expires) for its two callers, the
+        ``storage-readiness`` hook and a worker's listener; each gets its own Deferred, so the
+        listener stopping (cancelling its own) leaves the hook's alone."""
+        if self._readiness is None:
+            self._readiness = self._wait_storage_readiness()
+        mine: Deferred[None] = Deferred()
+
+        def fire(result: object) -> object:
+            if not mine.called:
+                mine.callback(None)
+            return result
+
+        self._readiness.addBoth(fire)
+        return mine
+
+    def _wait_storage_readiness(self) -> Deferred[None]:
         waited = self.wait_storage_ready()
         timeout = self.config.storage_initialization_timeout
         result: Deferred[None] = Deferred()
