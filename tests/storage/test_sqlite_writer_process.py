@@ -29,6 +29,7 @@ from apiserver.storage.interface import (
     WatchEvent,
 )
 from apiserver.storage.sqlite import SqliteStore
+from apiserver.storage.sqlite import store as store_module
 from tests.storage.conftest import sleep
 
 REPO = Path(__file__).resolve().parents[2]
@@ -266,5 +267,33 @@ async def test_reads_and_writes_made_while_the_store_opens_wait_for_it(
         assert [(await first).mod_revision, (await second).mod_revision] == [base + 1, base + 2]
         assert (await listed).revision >= base
         assert (await s.get(b"/early/b")).value == b"2"
+    finally:
+        await s.stop()
+
+
+@pytest.mark.parametrize("writer", ["process", "thread"])
+@pytest_twisted.ensureDeferred
+async def test_a_turns_writes_go_to_the_writer_as_they_come_only_from_a_process(
+    db: str, writer: str
+) -> None:
+    """Within one reactor turn, every HAND_OVER_EVERY writes leave at once for a writer
+    process (it commits them while the turn goes on), the rest at the turn's end, in order;
+    a writer thread, which shares the interpreter lock, gets the whole turn at its end."""
+    s = SqliteStore(db, reactor=reactor, clock=Clock(), writer=writer, run_maintenance=False)
+    await s.start()
+    try:
+        every = store_module.HAND_OVER_EVERY
+        ds = [s.create(b"/t/%02d" % i, b"v") for i in range(every - 1)]
+        assert len(s._outbox) == every - 1
+        ds += [s.create(b"/t/%02d" % i, b"v") for i in range(every - 1, every + 3)]
+        if writer == "process":
+            assert s._process is not None and len(s._process._sent) == every
+            assert len(s._outbox) == 3
+        else:
+            assert len(s._outbox) == every + 3
+        await sleep(0)  # the turn's end
+        assert s._outbox == []
+        revisions = [kv.mod_revision for kv in await gatherResults(ds)]
+        assert revisions == list(range(revisions[0], revisions[0] + every + 3))
     finally:
         await s.stop()
