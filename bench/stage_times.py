@@ -30,6 +30,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -112,14 +113,12 @@ def main() -> None:
     parser.add_argument("extra", nargs="*", help="daemon flags (after --)")
     args = parser.parse_args()
 
-    import tempfile
-
     workdir = Path(tempfile.mkdtemp(prefix="stage-times-"))
     out = workdir / "stages.txt"
     procs = ab.Processes()
     try:
-        command = ab.daemon_command(ab.free_port(), workdir, extra=args.extra)
-        port = next(int(a.split("=", 1)[1]) for a in command if a.startswith("--secure-port="))
+        port = ab.free_port()
+        command = ab.daemon_command(port, workdir, extra=args.extra)
         shim = f"STAGES = {STAGES!r}\n" + SHIM
         command = [sys.executable, "-c", shim, *command[1:]]
         env = {**ab.source_env(args.tree.resolve()), "STAGE_TIMES_OUT": str(out)}
