@@ -38,11 +38,23 @@ class EtcdCluster:
     """``size`` etcd members on free loopback ports, data under ``base``.
 
     ``kill(i)`` SIGKILLs member ``i`` (a crash); ``leader()`` asks the members which one leads.
+    ``heartbeat_ms`` and ``election_ms`` are etcd's ``--heartbeat-interval`` and
+    ``--election-timeout`` (etcd's defaults: 100 and 1000): after a leader dies, the survivors
+    elect a new one within one to two election timeouts.
     """
 
-    def __init__(self, base: Path, size: int = 3, etcd: str | None = None) -> None:
+    def __init__(
+        self,
+        base: Path,
+        size: int = 3,
+        etcd: str | None = None,
+        heartbeat_ms: int = 100,
+        election_ms: int = 1000,
+    ) -> None:
         self.etcd = etcd or shutil.which("etcd") or "etcd"
         self.base = base
+        self.heartbeat_ms = heartbeat_ms
+        self.election_ms = election_ms
         self.names = [f"m{i}" for i in range(size)]
         self.client_urls = [f"http://127.0.0.1:{free_port()}" for _ in self.names]
         self.peer_urls = [f"http://127.0.0.1:{free_port()}" for _ in self.names]
@@ -61,6 +73,8 @@ class EtcdCluster:
             f"--initial-cluster={initial}",
             "--initial-cluster-state=new",
             "--initial-cluster-token=apiserver-dev",
+            f"--heartbeat-interval={self.heartbeat_ms}",
+            f"--election-timeout={self.election_ms}",
             "--logger=zap",
             "--log-level=warn",
         ]

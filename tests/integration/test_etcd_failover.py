@@ -25,8 +25,14 @@ from tests.integration.daemon import Daemon
 pytestmark = pytest.mark.integration
 
 BASE = "/api/v1/namespaces/default/events"
+#: etcd's election timeout in the test cluster (etcd's default is 1000 ms). The survivors elect
+#: a new leader within one to two of these; at etcd's default that alone could take 2 s, and a
+#: loaded machine added the rest of a 2.85 s gap once. Half of it keeps the server's own part of
+#: the gap what the bound below measures.
+ELECTION_MS = 500
 #: Longest time the server may go without a successful write after the leader dies (issue 17:
-#: the election time on this machine; about 5.1 s before the fix).
+#: the election plus moving to a survivor; about 5.1 s before the fix, which waited for its
+#: request timeout).
 MAX_GAP = 2.5
 
 
@@ -34,7 +40,7 @@ MAX_GAP = 2.5
 def cluster_daemon(tmp_path: Path) -> Iterator[tuple[EtcdCluster, Daemon]]:
     if shutil.which("etcd") is None:
         pytest.skip("etcd (Debian etcd-server) is not installed")
-    cluster = EtcdCluster(tmp_path / "etcd")
+    cluster = EtcdCluster(tmp_path / "etcd", heartbeat_ms=ELECTION_MS // 10, election_ms=ELECTION_MS)
     cluster.start()
     daemon: Daemon | None = None
     try:
@@ -110,7 +116,11 @@ def test_leader_killed_under_writes(cluster_daemon: tuple[EtcdCluster, Daemon]) 
         time.sleep(2.0)
         killed_at = time.monotonic()
         cluster.kill(leader)
-        time.sleep(6.0)
+        elected_at = None
+        while time.monotonic() < killed_at + 6.0:
+            if elected_at is None and cluster.leader() not in (None, leader):
+                elected_at = time.monotonic()
+            time.sleep(0.05)
     finally:
         stop.set()
         for t in threads:
@@ -120,8 +130,10 @@ def test_leader_killed_under_writes(cluster_daemon: tuple[EtcdCluster, Daemon]) 
     assert any(t < killed_at for t in times) and any(t > killed_at + 3 for t in times)
     window = [killed_at] + [t for t in times if t > killed_at]
     gap = max(b - a for a, b in itertools.pairwise(window))
-    assert gap <= MAX_GAP, f"longest write gap {gap:.2f}s after the leader was killed"
-    print(f"longest write gap after the leader was killed: {gap:.2f}s, {len(failures)} failed")
+    election = "no new leader seen" if elected_at is None else f"{elected_at - killed_at:.2f}s"
+    summary = f"longest write gap {gap:.2f}s after the leader was killed (election: {election})"
+    assert gap <= MAX_GAP, summary
+    print(f"{summary}, {len(failures)} failed")
 
     # Failed writes (the one in flight when the member died) say so in plain words.
     for status, body in failures:
