@@ -40,7 +40,9 @@ MAX_GAP = 2.5
 def cluster_daemon(tmp_path: Path) -> Iterator[tuple[EtcdCluster, Daemon]]:
     if shutil.which("etcd") is None:
         pytest.skip("etcd (Debian etcd-server) is not installed")
-    cluster = EtcdCluster(tmp_path / "etcd", heartbeat_ms=ELECTION_MS // 10, election_ms=ELECTION_MS)
+    cluster = EtcdCluster(
+        tmp_path / "etcd", heartbeat_ms=ELECTION_MS // 10, election_ms=ELECTION_MS
+    )
     cluster.start()
     daemon: Daemon | None = None
     try:
