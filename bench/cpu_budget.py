@@ -37,7 +37,6 @@ import datetime as _dt
 import os
 import platform
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -279,8 +278,7 @@ def main() -> int:
     print(text)
     if not args.no_write:
         ab.write_section(text, name="cpu_budget")
-    medians = {k: statistics.median(s.rate for s in sides[0].samples[k]) for k in kinds}
-    return 0 if all(medians.values()) else 1
+    return 0
 
 
 if __name__ == "__main__":

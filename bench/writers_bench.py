@@ -41,27 +41,42 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "src"))  # the tree's own apiserver, in every process
 VALUE = b"x" * 600  # about a stored core/v1 Event
+
+
+def sqlite_store(args: argparse.Namespace, reactor: Any) -> Any:
+    """One worker's embedded store (no maintenance: only the writes are measured)."""
+    from apiserver.storage.sqlite import SqliteStore
+
+    return SqliteStore(
+        args.target,
+        reactor,
+        worker=(args.index, args.count) if args.count > 1 else None,
+        compaction_interval=0,
+        sweep_interval=0,
+        writer=args.writer,
+    )
+
+
+async def common_start(args: argparse.Namespace, reactor: Any) -> None:
+    """Wait for ``--start-at``, the moment every process of the measurement begins."""
+    from twisted.internet import task
+
+    delay = args.start_at - time.time()
+    if delay > 0:
+        await task.deferLater(reactor, delay, lambda: None)
 
 
 def follower(args: argparse.Namespace) -> int:
     """A worker that writes nothing: its store and watch cache follow the writers' commits;
     prints the events it saw and its CPU seconds from the common start to the end."""
-    sys.path.insert(0, str(REPO / "src"))
     from twisted.internet import defer, task
 
     from apiserver.storage.cacher import Cacher
-    from apiserver.storage.sqlite import SqliteStore
 
     async def run(reactor: Any) -> None:
-        store = SqliteStore(
-            args.target,
-            reactor,
-            worker=(args.index, args.count),
-            compaction_interval=0,
-            sweep_interval=0,
-            writer=args.writer,
-        )
+        store = sqlite_store(args, reactor)
         await store.start()
         cacher = Cacher(store, [b"/bench/"], reactor)
         seen = 0
@@ -74,9 +89,7 @@ def follower(args: argparse.Namespace) -> int:
             await cacher.start()
             await cacher.ready
             cacher.watch(b"/bench/", 0, count)
-            delay = args.start_at - time.time()
-            if delay > 0:
-                await task.deferLater(reactor, delay, lambda: None)
+            await common_start(args, reactor)
             began = time.process_time()
             # The writers' run, then time to take in their last commits.
             await task.deferLater(reactor, args.seconds + 1.5, lambda: None)
@@ -91,7 +104,6 @@ def follower(args: argparse.Namespace) -> int:
 
 def child(args: argparse.Namespace) -> int:
     """One writer process: wait for the common start, create keys, print the count."""
-    sys.path.insert(0, str(REPO / "src"))
     from twisted.internet import defer, task
 
     async def run(reactor: Any) -> None:
@@ -100,21 +112,10 @@ def child(args: argparse.Namespace) -> int:
 
             store: Any = Etcd3Store([args.target], reactor, compaction_interval=0)
         else:
-            from apiserver.storage.sqlite import SqliteStore
-
-            store = SqliteStore(
-                args.target,
-                reactor,
-                worker=(args.index, args.count) if args.count > 1 else None,
-                compaction_interval=0,
-                sweep_interval=0,
-                writer=args.writer,
-            )
+            store = sqlite_store(args, reactor)
         await store.start()
         try:
-            delay = args.start_at - time.time()
-            if delay > 0:
-                await task.deferLater(reactor, delay, lambda: None)
+            await common_start(args, reactor)
             counter = itertools.count()
             done = 0
             deadline = time.monotonic() + args.seconds
@@ -158,7 +159,6 @@ def measure(args: argparse.Namespace, count: int, tmp: Path, etcd: Any) -> Measu
         Path(target).parent.mkdir(parents=True, exist_ok=True)
         # As the server's supervisor does before it starts its workers: the schema made
         # once, not by processes racing to make it.
-        sys.path.insert(0, str(REPO / "src"))
         from apiserver.storage.sqlite import schema
 
         conn, _, _ = schema.open_writer(target)
